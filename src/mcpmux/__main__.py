@@ -1,0 +1,5 @@
+"""``python -m mcpmux``."""
+
+from mcpmux.cli.main import main
+
+main()

@@ -1,0 +1,92 @@
+"""``mcpmux config path|show|validate``."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mcpmux.cli.output import emit, json_option, out_console, state, table
+from mcpmux.config import config_sources, config_to_dict, load_config, load_file
+from mcpmux.errors import EXIT_OK, EXIT_USAGE, ConfigError
+
+
+@click.group()
+def config() -> None:
+    """Show, locate and validate the configuration."""
+
+
+@config.command("path")
+@json_option
+def config_path() -> None:
+    """List the configuration files mcpmux reads, in precedence order (lowest first)."""
+    sources = config_sources(state().config_path)
+    found = [s for s in sources if s.exists]
+    rows: list[dict[str, Any]] = [{"role": "defaults", "path": None, "exists": True, "read": not found}]
+    rows += [{"role": s.role, "path": str(s.path), "exists": s.exists, "read": s.exists} for s in sources]
+
+    def render() -> None:
+        table(["role", "path", "status"], [(r["role"], r["path"] or "(built-in servers)", _status(r)) for r in rows])
+
+    emit(rows, render)
+
+
+def _status(row: dict[str, Any]) -> str:
+    if row["role"] == "defaults":
+        return "used (no config file found)" if row["read"] else "not used"
+    return "read" if row["read"] else "not found"
+
+
+@config.command("show")
+@click.option("--show-secrets", is_flag=True, help="Print env and header values instead of ****.")
+@json_option
+def config_show(show_secrets: bool) -> None:
+    """Print the merged configuration; env and header values are masked unless --show-secrets."""
+    loaded = load_config(state().config_path)
+    data = config_to_dict(loaded, show_secrets=show_secrets)
+    data["sources"] = list(loaded.sources)
+
+    def render() -> None:
+        from ruamel.yaml import YAML
+
+        buffer = io.StringIO()
+        yaml = YAML(typ="safe", pure=True)
+        yaml.default_flow_style = False
+        yaml.dump(data, buffer)
+        out_console().print(buffer.getvalue().rstrip(), markup=False, highlight=False)
+
+    emit(data, render)
+
+
+@config.command("validate")
+@click.argument("file", required=False, type=click.Path(path_type=Path))
+@json_option
+def config_validate(file: Path | None) -> int:
+    """Check FILE (or every configuration source) and list every problem; exit 2 if any."""
+    try:
+        loaded = load_file(file) if file is not None else load_config(state().config_path)
+    except ConfigError as exc:
+        problems = [_problem_dict(p) for p in exc.problems]
+        if state().json:
+            emit({"valid": False, "problems": problems})
+        sys.stderr.write(f"invalid: {len(exc.problems)} problem{'s' if len(exc.problems) != 1 else ''}\n")
+        for problem in exc.problems:
+            sys.stderr.write(f"  {problem}\n")
+        return EXIT_USAGE
+    names = [s.name for s in loaded.servers]
+    report = {"valid": True, "sources": list(loaded.sources), "servers": names, "warnings": list(loaded.warnings)}
+
+    def render() -> None:
+        for warning in loaded.warnings:
+            sys.stderr.write(f"warning: {warning}\n")
+        click.echo(f"valid: {len(names)} server{'s' if len(names) != 1 else ''} ({', '.join(names) or 'none'})")
+
+    emit(report, render)
+    return EXIT_OK
+
+
+def _problem_dict(problem: Any) -> dict[str, Any]:
+    return {k: getattr(problem, k) for k in ("source", "path", "reason", "line", "column")}

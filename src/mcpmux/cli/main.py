@@ -1,0 +1,99 @@
+"""The ``mcpmux`` command: global options, lazily loaded subcommands, one error boundary.
+
+Subcommands live in their own modules and are imported only when invoked, so ``mcpmux --help``
+and ``mcpmux --version`` never import the MCP SDK (about 0.5 s on its own).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from mcpmux import __version__
+from mcpmux.errors import EXIT_INTERRUPTED, EXIT_USAGE, MCPMuxError, exit_code_for
+
+__all__ = ["CliState", "cli", "main"]
+
+# name -> (module, attribute, one-line help). The help text lives here so `--help` imports nothing.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "config": ("mcpmux.cli.config_cmds", "config", "Show, locate and validate the configuration."),
+}
+
+
+@dataclass
+class CliState:
+    """Options every subcommand sees (``ctx.obj``)."""
+
+    config_path: str | None = None
+    json: bool = False
+    verbosity: int = 0
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        command = getattr(importlib.import_module(entry[0]), entry[1])
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="mcpmux")
+@click.option("--config", "config_path", metavar="PATH", envvar="MCPMUX_CONFIG", help="Config file (last in precedence).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+@click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, as_json: bool, verbose: int) -> None:
+    """mcpmux: many MCP servers in, one safe, namespaced tool surface out.
+
+    Exit codes: 0 ok, 1 failed, 2 usage or config error, 3 server unreachable or timed out,
+    4 authentication needed, 130 interrupted.
+    """
+    ctx.obj = CliState(config_path=config_path, json=as_json, verbosity=verbose)
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI and exit with the code of DESIGN section 3."""
+    sys.exit(run(argv))
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI; return its exit code instead of exiting (for tests and embedding)."""
+    try:
+        result: Any = cli.main(args=argv, prog_name="mcpmux", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        return EXIT_INTERRUPTED
+    except MCPMuxError as exc:
+        from mcpmux.cli.output import print_error
+
+        print_error(exc)
+        return exit_code_for(exc)
+    return result if isinstance(result, int) else 0

@@ -1,0 +1,89 @@
+"""The CLI's one output module: tables or JSON on stdout, errors and progress on stderr.
+
+Colour follows rich's rules: none when stdout is not a terminal or ``NO_COLOR`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from mcpmux.errors import ConfigError, MCPMuxError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["emit", "err_console", "json_option", "out_console", "print_error", "state", "table"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def state() -> Any:
+    """The :class:`~mcpmux.cli.main.CliState` of the running command."""
+    return click.get_current_context().find_root().obj
+
+
+def json_option(func: F) -> F:
+    """``--json`` on a subcommand, equivalent to the global ``mcpmux --json``."""
+
+    def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.find_root().obj.json = True
+
+    return click.option(
+        "--json", "as_json", is_flag=True, expose_value=False, callback=set_json, help="Output JSON on stdout."
+    )(func)
+
+
+@cache
+def out_console() -> Console:
+    from rich.console import Console
+
+    return Console(soft_wrap=True)
+
+
+@cache
+def err_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)
+
+
+def emit(data: Any, render: Callable[[], None] | None = None) -> None:
+    """Print ``data`` as JSON when ``--json`` is on, else call ``render`` (or print it plainly)."""
+    if state().json or render is None:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    else:
+        render()
+
+
+def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None) -> None:
+    """Print a table for people."""
+    from rich.table import Table
+
+    grid = Table(title=title, show_edge=False, header_style="bold", pad_edge=False)
+    for column in columns:
+        grid.add_column(column)
+    for row in rows:
+        grid.add_row(*("" if v is None else str(v) for v in row))
+    out_console().print(grid)
+
+
+def print_error(exc: MCPMuxError, secrets: Iterable[str] = ()) -> None:
+    """One ``Error: ...`` line (plus a problem list for config errors) and a hint, on stderr."""
+    from mcpmux.config.display import redact
+
+    secrets = tuple(secrets)
+    text = redact(str(exc), secrets)
+    if isinstance(exc, ConfigError) and len(exc.problems) > 1:
+        head, _, rest = text.partition("\n")
+        sys.stderr.write(f"Error: {head}\n{rest}\n")
+    else:
+        sys.stderr.write(f"Error: {text}\n")
+    if exc.hint:
+        sys.stderr.write(f"hint: {redact(exc.hint, secrets)}\n")

@@ -1,0 +1,65 @@
+"""Show a configuration without its secrets.
+
+Every env and header value is a secret by default (shown as ``****``), and every value that came
+from ``${VAR}`` interpolation is masked wherever else it appears (args, urls, error text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import SecretStr
+
+from mcpmux.config.models import Config
+
+__all__ = ["MASK", "config_to_dict", "redact"]
+
+MASK = "****"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """Replace every occurrence of every secret in ``text`` with ``****`` (longest first)."""
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, Any]:
+    """The merged configuration as plain data, in the shape of ``mcpmux.yaml``.
+
+    With ``show_secrets=False`` env and header values become ``****`` and interpolated values are
+    masked in every other string.
+    """
+    servers = []
+    for server in config.servers:
+        data = server.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+        data = {"name": server.name, "type": server.type, **data}
+        for key in ("env", "headers"):
+            mapping: dict[str, SecretStr] | None = getattr(server, key, None)
+            if mapping:
+                data[key] = {k: v.get_secret_value() if show_secrets else MASK for k, v in mapping.items()}
+        servers.append(data if show_secrets else _mask(data, config.secret_values))
+    out: dict[str, Any] = {
+        "mcp": {
+            "servers": servers,
+            "settings": config.settings.model_dump(mode="json"),
+            "security": config.security.model_dump(mode="json"),
+        },
+    }
+    llm = config.llm.model_dump(mode="json", exclude_none=True)
+    if config.llm.api_key is not None:
+        llm["api_key"] = config.llm.api_key.get_secret_value() if show_secrets else MASK
+    out["llm"] = llm
+    return out
+
+
+def _mask(value: Any, secrets: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        return value if value == MASK else redact(value, secrets)
+    if isinstance(value, list):
+        return [_mask(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {k: _mask(v, secrets) for k, v in value.items()}
+    return value

@@ -1,0 +1,227 @@
+"""Recognise a configuration document's format and turn it into mcpmux's own shape.
+
+Formats (detected from the document, never from the file name):
+
+- ``mcpmux``: ``{mcp: {servers: [...], settings, security}, llm: {...}}`` (ours; strict keys);
+- ``claude``: ``{mcpServers: {name: {...}}}`` (Claude Desktop, Claude Code ``.mcp.json``, Cursor);
+- ``vscode``: ``{servers: {name: {...}}, inputs: [...]}`` (VS Code ``mcp.json``);
+- ``servers-array``: ``{servers: [{name, ...}]}`` (the legacy array);
+- ``registry``: an MCP registry ``server.json`` manifest (``packages`` / ``remotes``).
+
+Keys that other hosts use and mcpmux does not are warned about and dropped; in our own format an
+unknown key is an error, so a typo never silently disables a setting.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcpmux.config.registry import registry_server
+from mcpmux.errors import ConfigProblem
+
+__all__ = ["Document", "RawServer", "normalise_document"]
+
+from mcpmux.config.parse import PathPart, format_path
+
+# Keys of a foreign server entry that map straight onto ours.
+_FOREIGN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout_ms", "enabled"}
+# Keys other hosts use that have no meaning here: dropped without a warning.
+_QUIET_KEYS = {"description", "envFile", "gallery", "version", "dev"}
+
+
+@dataclass(slots=True)
+class RawServer:
+    """One server entry in mcpmux's shape, and where it came from in its file."""
+
+    origin: tuple[PathPart, ...]
+    data: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Document:
+    """A configuration file turned into mcpmux's shape, not yet validated."""
+
+    source: str
+    kind: str
+    tree: Any
+    servers: list[RawServer] = field(default_factory=list)
+    sections: dict[str, tuple[tuple[PathPart, ...], Any]] = field(default_factory=dict)
+    problems: list[ConfigProblem] = field(default_factory=list)
+    warnings: list[ConfigProblem] = field(default_factory=list)
+
+    def warn(self, origin: tuple[PathPart, ...], reason: str) -> None:
+        self.warnings.append(ConfigProblem(self.source, format_path(origin), reason))
+
+    def problem(self, origin: tuple[PathPart, ...], reason: str) -> None:
+        self.problems.append(ConfigProblem(self.source, format_path(origin), reason))
+
+
+def normalise_document(tree: Any, source: str, path: Path | None = None) -> Document:
+    """Detect the format of ``tree`` (read from ``source``) and bring it into mcpmux's shape."""
+    if tree is None:
+        return Document(source, "empty", tree)
+    if not isinstance(tree, dict):
+        doc = Document(source, "unknown", tree)
+        doc.problem((), f"expected a mapping at the top level, found {type(tree).__name__}")
+        return doc
+    if "mcp" in tree:
+        return _ours(tree, source)
+    if "mcpServers" in tree:
+        return _named_servers(tree, source, "claude", "mcpServers")
+    if isinstance(tree.get("servers"), dict):
+        return _vscode(tree, source, path)
+    if isinstance(tree.get("servers"), list):
+        return _servers_array(tree, source)
+    if "packages" in tree or "remotes" in tree:
+        doc = Document(source, "registry", tree)
+        registry_server(tree, doc)
+        return doc
+    doc = Document(source, "unknown", tree)
+    doc.problem((), "not a recognised MCP configuration (expected one of: mcp, mcpServers, servers, packages)")
+    return doc
+
+
+def _ours(tree: dict[str, Any], source: str) -> Document:
+    doc = Document(source, "mcpmux", tree)
+    for key in tree:
+        if key not in ("mcp", "llm"):
+            doc.warn((key,), "unknown top-level key, ignored")
+    if "llm" in tree:
+        doc.sections["llm"] = (("llm",), tree["llm"])
+    mcp = tree["mcp"]
+    if mcp is None:
+        return doc
+    if not isinstance(mcp, dict):
+        doc.problem(("mcp",), f"expected a mapping, found {type(mcp).__name__}")
+        return doc
+    for key, value in mcp.items():
+        if key in ("settings", "security"):
+            doc.sections[key] = (("mcp", key), value)
+        elif key != "servers":
+            doc.problem(("mcp", key), "unknown key (expected servers, settings, security)")
+    servers = mcp.get("servers")
+    if isinstance(servers, list):
+        for index, entry in enumerate(servers):
+            _add_entry(doc, ("mcp", "servers", index), entry, name=None, foreign=False)
+    elif isinstance(servers, dict):
+        for name, entry in servers.items():
+            _add_entry(doc, ("mcp", "servers", name), entry, name=str(name), foreign=False)
+    elif servers is not None:
+        doc.problem(("mcp", "servers"), f"expected a list of servers, found {type(servers).__name__}")
+    return doc
+
+
+def _named_servers(tree: dict[str, Any], source: str, kind: str, key: str) -> Document:
+    doc = Document(source, kind, tree)
+    servers = tree[key]
+    if not isinstance(servers, dict):
+        doc.problem((key,), f"expected a mapping of server names to entries, found {type(servers).__name__}")
+        return doc
+    for name, entry in servers.items():
+        _add_entry(doc, (key, name), entry, name=str(name), foreign=True)
+    return doc
+
+
+def _vscode(tree: dict[str, Any], source: str, path: Path | None) -> Document:
+    doc = _named_servers(tree, source, "vscode", "servers")
+    declared = {str(i.get("id")) for i in tree.get("inputs") or [] if isinstance(i, dict)}
+    folder = _workspace_folder(path)
+    for server in doc.servers:
+        server.data = _replace_vscode_vars(server.data, folder)
+        for ref in re.findall(r"\$\{input:([^}]+)\}", repr(server.data)):
+            if ref not in declared:
+                doc.warn(server.origin, f"${{input:{ref}}} is not declared in inputs")
+    return doc
+
+
+def _workspace_folder(path: Path | None) -> str:
+    if path is None:
+        return str(Path.cwd())
+    parent = path.resolve().parent
+    return str(parent.parent if parent.name == ".vscode" else parent)
+
+
+def _replace_vscode_vars(value: Any, folder: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("${workspaceFolder}", folder).replace("${userHome}", str(Path.home()))
+    if isinstance(value, list):
+        return [_replace_vscode_vars(v, folder) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace_vscode_vars(v, folder) for k, v in value.items()}
+    return value
+
+
+def _servers_array(tree: dict[str, Any], source: str) -> Document:
+    doc = Document(source, "servers-array", tree)
+    for index, entry in enumerate(tree["servers"]):
+        _add_entry(doc, ("servers", index), entry, name=None, foreign=True)
+    return doc
+
+
+def _add_entry(doc: Document, origin: tuple[PathPart, ...], entry: Any, *, name: str | None, foreign: bool) -> None:
+    if not isinstance(entry, dict):
+        doc.problem(origin, f"expected a server entry (a mapping), found {type(entry).__name__}")
+        return
+    data = dict(entry)
+    if name is not None:
+        data.setdefault("name", name)
+    if foreign:
+        data = _from_foreign(doc, origin, data)
+    elif "type" not in data:
+        data["type"] = _infer_type(data)
+    doc.servers.append(RawServer(origin, data))
+
+
+def _from_foreign(doc: Document, origin: tuple[PathPart, ...], entry: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in entry.items():
+        if key in _FOREIGN_KEYS or key == "name":
+            data[key] = value
+        elif key == "disabled":
+            data["enabled"] = not value
+        elif key == "transport" and isinstance(value, str):
+            data["type"] = value
+        elif key not in _QUIET_KEYS:
+            doc.warn((*origin, key), "key not used by mcpmux, ignored")
+    data["type"] = _foreign_type(data)
+    if isinstance(data.get("name"), str):
+        data["name"] = _safe_name(doc, origin, data["name"])
+    return data
+
+
+def _foreign_type(data: dict[str, Any]) -> str:
+    declared = str(data.get("type") or "").lower()
+    aliases = {
+        "streamable-http": "http",
+        "streamablehttp": "http",
+        "streamable_http": "http",
+        "ws": "websocket",
+    }
+    return aliases.get(declared, declared) or _infer_type(data)
+
+
+def _infer_type(data: dict[str, Any]) -> str:
+    if "command" in data:
+        return "stdio"
+    url = str(data.get("url") or "")
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ("ws", "wss"):
+        return "websocket"
+    if scheme == "tcp":
+        return "tcp"
+    if url:
+        return "sse" if url.rstrip("/").endswith("/sse") else "http"
+    return "stdio"
+
+
+def _safe_name(doc: Document, origin: tuple[PathPart, ...], name: str) -> str:
+    """Map another host's free-form server name onto ``[a-z0-9][a-z0-9_-]{0,31}``."""
+    safe = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")[:32] or "server"
+    if not safe[0].isalnum():
+        safe = "s" + safe[:31]
+    if safe != name:
+        doc.warn(origin, f"server name {name!r} is used as {safe!r} (names are [a-z0-9][a-z0-9_-]{{0,31}})")
+    return safe

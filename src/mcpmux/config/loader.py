@@ -1,0 +1,303 @@
+"""Find, read, merge and validate configuration: the only way code gets a :class:`Config`.
+
+Precedence, later overriding earlier: built-in defaults < user file < project file < ``--config
+PATH`` / ``MCPMUX_CONFIG``. Servers merge by name (a later entry replaces an earlier one whole);
+``settings``, ``security`` and ``llm`` merge key by key. Every problem of every source is collected
+and raised together as one :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from mcpmux.config.formats import Document, RawServer, normalise_document
+from mcpmux.config.interpolate import expand
+from mcpmux.config.models import Config, LLMConfig, SecurityConfig, ServerConfig, Settings
+from mcpmux.config.parse import PathPart, format_path, line_of, read_data
+from mcpmux.config.paths import project_config_file, user_config_file
+from mcpmux.errors import ConfigError, ConfigProblem
+
+__all__ = ["DEFAULT_SERVERS", "ConfigSource", "config_sources", "load_config", "load_file"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SERVERS: tuple[dict[str, Any], ...] = (
+    {"name": "workspace", "type": "builtin"},
+    {"name": "content_store", "type": "builtin"},
+)
+_INTERPOLATED = ("env", "headers", "args", "url")
+_SERVER_ADAPTER: TypeAdapter[ServerConfig] = TypeAdapter(ServerConfig)
+_SECTION_MODELS: dict[str, type[BaseModel]] = {
+    "settings": Settings,
+    "security": SecurityConfig,
+    "llm": LLMConfig,
+}
+_MIN_SECRET_LEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSource:
+    """A place configuration may come from, and whether a file is there."""
+
+    role: str
+    path: Path
+
+    @property
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+
+def config_sources(explicit: Path | str | None = None, *, cwd: Path | None = None) -> list[ConfigSource]:
+    """The candidate files in precedence order (lowest first), present or not.
+
+    ``explicit`` (``--config``) wins over ``MCPMUX_CONFIG``; either is added last.
+    """
+    sources = [ConfigSource("user", user_config_file()), ConfigSource("project", project_config_file(cwd))]
+    chosen = explicit or os.environ.get("MCPMUX_CONFIG") or None
+    if chosen:
+        role = "--config" if explicit else "MCPMUX_CONFIG"
+        sources.append(ConfigSource(role, Path(chosen).expanduser()))
+    return sources
+
+
+def load_config(
+    explicit: Path | str | None = None,
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Load the merged configuration of every source.
+
+    Raises:
+        ConfigError: any source is unreadable or invalid (every problem listed), or an explicit
+            file does not exist.
+    """
+    sources = config_sources(explicit, cwd=cwd)
+    present = [s for s in sources if s.exists]
+    for source in sources:
+        if source.role in ("--config", "MCPMUX_CONFIG") and not source.exists:
+            raise ConfigError(ConfigProblem(str(source.path), "", f"file given by {source.role} does not exist"))
+    env = os.environ if environ is None else environ
+    if not present:
+        return _build([_defaults_document()], env)
+    documents, problems = [], []
+    for source in present:
+        try:
+            tree = read_data(source.path)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            continue
+        documents.append(normalise_document(tree, str(source.path), source.path))
+    if problems:
+        raise ConfigError(problems)
+    return _build(documents, env)
+
+
+def load_file(path: Path | str, *, environ: Mapping[str, str] | None = None) -> Config:
+    """Load one file on its own (``mcpmux config validate FILE``), with no other source.
+
+    Raises:
+        ConfigError: the file is unreadable or invalid.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(ConfigProblem(str(path), "", "no such file"))
+    document = normalise_document(read_data(path), str(path), path)
+    return _build([document], os.environ if environ is None else environ)
+
+
+def _defaults_document() -> Document:
+    doc = Document("<defaults>", "mcpmux", None)
+    doc.servers = [RawServer(("mcp", "servers", i), dict(s)) for i, s in enumerate(DEFAULT_SERVERS)]
+    return doc
+
+
+def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
+    problems: list[ConfigProblem] = []
+    warnings: list[ConfigProblem] = []
+    servers: dict[str, ServerConfig] = {}
+    sections: dict[str, dict[str, Any]] = {"settings": {}, "security": {}, "llm": {}}
+    secrets: set[str] = set()
+    for doc in documents:
+        problems.extend(doc.problems)
+        warnings.extend(doc.warnings)
+        seen: dict[str, str] = {}
+        for raw in doc.servers:
+            server = _server(doc, raw, environ, secrets, problems, warnings)
+            if server is None:
+                continue
+            where = format_path(raw.origin)
+            if server.name in seen:
+                problems.append(
+                    _problem(
+                        doc,
+                        raw.origin,
+                        f"duplicate server name {server.name!r} (first at {seen[server.name]})",
+                    )
+                )
+                continue
+            seen[server.name] = where
+            servers.pop(server.name, None)
+            servers[server.name] = server
+        for key, (origin, value) in doc.sections.items():
+            if key == "llm":
+                value = _expand_api_key(doc, origin, value, environ, secrets, warnings)
+            section = _section(doc, key, origin, value, problems)
+            if section is not None:
+                sections[key].update(section)
+    if problems:
+        raise ConfigError(problems)
+    for warning in warnings:
+        logger.warning("config: %s", warning)
+    return Config(
+        servers=tuple(servers.values()),
+        settings=Settings.model_validate(sections["settings"]),
+        security=SecurityConfig.model_validate(sections["security"]),
+        llm=LLMConfig.model_validate(sections["llm"]),
+        sources=tuple(d.source for d in documents),
+        secret_values=frozenset(s for s in secrets if len(s) >= _MIN_SECRET_LEN),
+        warnings=tuple(str(w) for w in warnings),
+    )
+
+
+def _server(
+    doc: Document,
+    raw: RawServer,
+    environ: Mapping[str, str],
+    secrets: set[str],
+    problems: list[ConfigProblem],
+    warnings: list[ConfigProblem],
+) -> ServerConfig | None:
+    data = dict(raw.data)
+    missing: list[ConfigProblem] = []
+    label = f"server {data.get('name')!r}"
+    for key in _INTERPOLATED:
+        if key in data:
+            data[key] = _expand_field(doc, label, (*raw.origin, key), data[key], environ, secrets, missing)
+    for key in ("env", "headers"):
+        if isinstance(data.get(key), dict):
+            secrets.update(str(v) for v in data[key].values() if isinstance(v, str))
+    enabled = data.get("enabled", True) is not False
+    (problems if enabled else warnings).extend(missing)
+    try:
+        return _SERVER_ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        problems.extend(_validation_problems(doc, raw.origin, exc, data))
+        return None
+
+
+def _expand_field(
+    doc: Document,
+    label: str,
+    origin: tuple[PathPart, ...],
+    value: Any,
+    environ: Mapping[str, str],
+    secrets: set[str],
+    missing: list[ConfigProblem],
+) -> Any:
+    if isinstance(value, str):
+        result = expand(value, environ)
+        secrets.update(result.substituted)
+        start = next((i for i, p in enumerate(origin) if p in _INTERPOLATED), len(origin) - 1)
+        field = format_path(origin[start:])
+        for var in result.missing:
+            missing.append(_problem(doc, origin, f"{var.reason} ({label}, field {field})"))
+        return result.value
+    if isinstance(value, list):
+        return [_expand_field(doc, label, (*origin, i), v, environ, secrets, missing) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _expand_field(doc, label, (*origin, k), v, environ, secrets, missing) for k, v in value.items()}
+    return value
+
+
+def _expand_api_key(
+    doc: Document,
+    origin: tuple[PathPart, ...],
+    value: Any,
+    environ: Mapping[str, str],
+    secrets: set[str],
+    warnings: list[ConfigProblem],
+) -> Any:
+    """``llm.api_key: ${VAR}`` is expanded too; unset, it is dropped with a warning (only chat needs it)."""
+    if not isinstance(value, dict) or not isinstance(value.get("api_key"), str):
+        return value
+    result = expand(value["api_key"], environ)
+    value = dict(value)
+    if result.missing:
+        warnings.append(_problem(doc, (*origin, "api_key"), f"{result.missing[0].reason}; no API key configured"))
+        value.pop("api_key")
+    else:
+        secrets.add(result.value)
+        value["api_key"] = result.value
+    return value
+
+
+def _section(
+    doc: Document, key: str, origin: tuple[PathPart, ...], value: Any, problems: list[ConfigProblem]
+) -> dict[str, Any] | None:
+    if value is None:
+        return {}
+    model = _SECTION_MODELS[key]
+    try:
+        return model.model_validate(value).model_dump(exclude_unset=True)
+    except ValidationError as exc:
+        problems.extend(_validation_problems(doc, origin, exc, value))
+        return None
+
+
+def _validation_problems(
+    doc: Document, origin: tuple[PathPart, ...], exc: ValidationError, data: Any
+) -> list[ConfigProblem]:
+    out = []
+    kind = data.get("type") if isinstance(data, dict) else None
+    for error in exc.errors(include_input=False, include_url=False):
+        loc = list(error["loc"])
+        if loc and isinstance(kind, str) and loc[0] == kind:
+            loc = loc[1:]
+        reason = _reason(error["type"], error["msg"], loc, data, kind)
+        out.append(_problem(doc, (*origin, *[p for p in loc if isinstance(p, str | int)]), reason))
+    return out
+
+
+def _reason(error_type: str, message: str, loc: list[Any], data: Any, kind: Any) -> str:
+    if error_type in ("union_tag_invalid", "union_tag_not_found"):
+        expected = "stdio, sse, http, websocket, tcp, builtin"
+        return (
+            f"unknown server type {kind!r} (expected one of: {expected})" if kind else f"type is required ({expected})"
+        )
+    if error_type == "missing":
+        return f"required for type {kind!r}" if kind else "required"
+    if error_type == "extra_forbidden":
+        field = str(loc[-1]) if loc else ""
+        known = _known_keys(kind)
+        close = difflib.get_close_matches(field, known, n=1)
+        return "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return message.removeprefix("Value error, ")
+
+
+def _known_keys(kind: Any) -> list[str]:
+    from mcpmux.config import models
+
+    table: dict[str, type[BaseModel]] = {
+        "stdio": models.StdioServerConfig,
+        "sse": models.SseServerConfig,
+        "http": models.StreamableHttpServerConfig,
+        "websocket": models.WebSocketServerConfig,
+        "tcp": models.TcpServerConfig,
+        "builtin": models.BuiltinServerConfig,
+    }
+    model = table.get(str(kind))
+    return list(model.model_fields) if model else []
+
+
+def _problem(doc: Document, origin: tuple[PathPart, ...], reason: str) -> ConfigProblem:
+    line, column = line_of(doc.tree, origin)
+    return ConfigProblem(doc.source, format_path(origin), reason, line, column)

@@ -1,0 +1,270 @@
+"""Typed, frozen configuration models: what every layer receives after loading.
+
+A server entry is a discriminated union on ``type``. String values that came from ``${VAR}``
+interpolation are already expanded here; env and header values are :class:`SecretStr`, so a
+``repr`` or a log line never shows them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from mcpmux.names import SERVER_NAME_PATTERN
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_MS",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_TIMEOUT_MS",
+    "BuiltinServerConfig",
+    "Config",
+    "LLMConfig",
+    "NetworkServerConfig",
+    "ProtocolChoice",
+    "SandboxConfig",
+    "SecurityConfig",
+    "ServerConfig",
+    "ServerSecurity",
+    "Settings",
+    "SseServerConfig",
+    "StdioServerConfig",
+    "StreamableHttpServerConfig",
+    "TcpServerConfig",
+    "WebSocketServerConfig",
+]
+
+DEFAULT_TIMEOUT_MS = 30_000
+DEFAULT_CONNECT_TIMEOUT_MS = 30_000
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+ProtocolChoice = Literal["auto", "2025-11-25", "2026-07-28"]
+PinningMode = Literal["off", "tofu", "strict"]
+BuiltinKind = Literal["workspace", "content_store"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class SandboxConfig(_Frozen):
+    """Isolation of a stdio child server (enforced by the guard layer)."""
+
+    enabled: bool = False
+    network: bool = False
+    filesystem: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()
+    required: bool = True
+
+
+class ServerSecurity(_Frozen):
+    """Per-server policy; the same keys as the global block, all optional."""
+
+    require_approval: bool | tuple[str, ...] | None = None
+    allowed_tools: tuple[str, ...] | None = None
+    denied_tools: tuple[str, ...] | None = None
+    sandbox: SandboxConfig | None = None
+
+
+class SecurityConfig(_Frozen):
+    """Global policy (``mcp.security``)."""
+
+    require_approval: bool | tuple[str, ...] = False
+    allowed_tools: tuple[str, ...] | None = None
+    denied_tools: tuple[str, ...] = ()
+    pinning: PinningMode = "tofu"
+    sandbox: SandboxConfig = SandboxConfig()
+
+
+class Settings(_Frozen):
+    """Defaults that every server inherits unless its entry overrides them (``mcp.settings``)."""
+
+    timeout_ms: int = Field(DEFAULT_TIMEOUT_MS, gt=0)
+    connect_timeout_ms: int = Field(DEFAULT_CONNECT_TIMEOUT_MS, gt=0)
+    retry_attempts: int = Field(3, ge=0)
+    auto_reconnect: bool = True
+    max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=1024)
+    lazy: bool = False
+
+
+class _ServerBase(_Frozen):
+    name: str
+    enabled: bool = True
+    prefix: str | None = None
+    description: str | None = None
+    timeout_ms: int | None = Field(None, gt=0)
+    connect_timeout_ms: int | None = Field(None, gt=0)
+    auto_reconnect: bool | None = None
+    retry_attempts: int | None = Field(None, ge=0)
+    protocol: ProtocolChoice = "auto"
+    lazy: bool | None = None
+    security: ServerSecurity | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not re.fullmatch(SERVER_NAME_PATTERN, value):
+            raise ValueError(
+                f"server name {value!r} must match {SERVER_NAME_PATTERN} "
+                "(lower-case letters, digits, '_' and '-', at most 32 characters)"
+            )
+        return value
+
+    @field_validator("prefix")
+    @classmethod
+    def _valid_prefix(cls, value: str | None) -> str | None:
+        if value and not re.fullmatch(SERVER_NAME_PATTERN, value):
+            raise ValueError(f"prefix {value!r} must be empty or match {SERVER_NAME_PATTERN}")
+        return value
+
+    def effective_timeout_s(self, settings: Settings) -> float:
+        """The request timeout of this server in seconds."""
+        return (self.timeout_ms or settings.timeout_ms) / 1000
+
+    def effective_connect_timeout_s(self, settings: Settings) -> float:
+        """The connect-and-handshake timeout of this server in seconds."""
+        return (self.connect_timeout_ms or settings.connect_timeout_ms) / 1000
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of this server's canonical names (``prefix`` if set, else ``name``)."""
+        return self.name if self.prefix is None else self.prefix
+
+
+class StdioServerConfig(_ServerBase):
+    """A server run as a child process speaking newline-delimited JSON-RPC on stdio."""
+
+    type: Literal["stdio"] = "stdio"
+    command: str = Field(min_length=1)
+    args: tuple[str, ...] = ()
+    env: dict[str, SecretStr] = Field(default_factory=dict)
+    cwd: Path | None = None
+
+
+class NetworkServerConfig(_ServerBase):
+    """Fields shared by every server reached over the network."""
+
+    url: str = Field(min_length=1)
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    verify_tls: bool = True
+
+    schemes: ClassVar[tuple[str, ...]] = ("http", "https")
+
+    @field_validator("url")
+    @classmethod
+    def _scheme_matches_type(cls, url: str) -> str:
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme not in cls.schemes:
+            wanted = " or ".join(f"{s}://" for s in cls.schemes)
+            kind = cls.model_fields["type"].default if "type" in cls.model_fields else "?"
+            raise ValueError(f"must start with {wanted} for type {kind!r}")
+        return url
+
+
+class SseServerConfig(NetworkServerConfig):
+    """A server reached over the legacy HTTP+SSE transport."""
+
+    type: Literal["sse"] = "sse"
+
+
+class StreamableHttpServerConfig(NetworkServerConfig):
+    """A server reached over Streamable HTTP."""
+
+    type: Literal["http"] = "http"
+
+
+class WebSocketServerConfig(NetworkServerConfig):
+    """A server reached over WebSocket (subprotocol ``mcp``)."""
+
+    type: Literal["websocket"] = "websocket"
+    schemes = ("ws", "wss")
+
+
+class TcpServerConfig(NetworkServerConfig):
+    """A server reached over plain TCP, one JSON-RPC message per line (``tcp://HOST:PORT``)."""
+
+    type: Literal["tcp"] = "tcp"
+    schemes = ("tcp",)
+
+
+class BuiltinServerConfig(_ServerBase):
+    """One of mcpmux's own servers, run in-process."""
+
+    type: Literal["builtin"] = "builtin"
+    builtin: BuiltinKind | None = None
+    root: Path | None = None
+    database: Path | None = None
+
+    @model_validator(mode="after")
+    def _known_builtin(self) -> BuiltinServerConfig:
+        if self.kind not in ("workspace", "content_store"):
+            raise ValueError(
+                f"no built-in server {self.name!r}: use builtin: workspace|content_store or name the server after one"
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        """Which built-in server this entry runs (``builtin``, else the name)."""
+        return self.builtin or self.name.replace("-", "_")
+
+
+ServerConfig = Annotated[
+    StdioServerConfig
+    | SseServerConfig
+    | StreamableHttpServerConfig
+    | WebSocketServerConfig
+    | TcpServerConfig
+    | BuiltinServerConfig,
+    Field(discriminator="type"),
+]
+
+
+class LLMConfig(_Frozen):
+    """Model settings for the agent face (a top-level ``llm:`` section)."""
+
+    provider: Literal["openai", "anthropic"] = "openai"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, gt=0)
+
+
+class Config(_Frozen):
+    """The merged configuration of every source.
+
+    Attributes:
+        servers: every configured server, in the order the sources define them.
+        sources: the files that were read, in precedence order (lowest first).
+        warnings: problems that were tolerated (keys of other hosts, renamed servers).
+        secret_values: values substituted from the environment; masked wherever text is shown.
+    """
+
+    servers: tuple[ServerConfig, ...] = ()
+    settings: Settings = Settings()
+    security: SecurityConfig = SecurityConfig()
+    llm: LLMConfig = LLMConfig()
+    sources: tuple[str, ...] = ()
+    secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)
+    warnings: tuple[str, ...] = Field(default=(), exclude=True)
+
+    def server(self, name: str) -> ServerConfig:
+        """Return the server called ``name``.
+
+        Raises:
+            ServerNotConfigured: no such server.
+        """
+        from mcpmux.errors import ServerNotConfigured
+
+        for server in self.servers:
+            if server.name == name:
+                return server
+        raise ServerNotConfigured(name, [s.name for s in self.servers])
+
+    @property
+    def enabled_servers(self) -> tuple[ServerConfig, ...]:
+        """The servers with ``enabled: true``."""
+        return tuple(s for s in self.servers if s.enabled)

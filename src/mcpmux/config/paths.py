@@ -1,0 +1,42 @@
+"""Where mcpmux reads and writes files: config, state (logs) and data (catalog, stores)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["data_dir", "project_config_file", "server_log_file", "state_dir", "user_config_file"]
+
+APP_NAME = "mcpmux"
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    value = os.environ.get(var, "").strip()
+    return Path(value) if value and Path(value).is_absolute() else Path.home() / fallback
+
+
+def user_config_file() -> Path:
+    """``$XDG_CONFIG_HOME/mcpmux/config.yaml`` (``~/.config/mcpmux/config.yaml`` by default)."""
+    return _xdg("XDG_CONFIG_HOME", ".config") / APP_NAME / "config.yaml"
+
+
+def project_config_file(cwd: Path | None = None) -> Path:
+    """``./mcpmux.yaml`` in ``cwd`` (the current directory by default)."""
+    return (cwd or Path.cwd()) / "mcpmux.yaml"
+
+
+def state_dir() -> Path:
+    """Logs and run state: ``$MCPMUX_STATE_DIR``, else ``$XDG_STATE_HOME/mcpmux``."""
+    override = os.environ.get("MCPMUX_STATE_DIR", "").strip()
+    return Path(override) if override else _xdg("XDG_STATE_HOME", ".local/state") / APP_NAME
+
+
+def data_dir() -> Path:
+    """Databases (catalog, pins, audit, content store): ``$MCPMUX_DATA_DIR``, else XDG data."""
+    override = os.environ.get("MCPMUX_DATA_DIR", "").strip()
+    return Path(override) if override else _xdg("XDG_DATA_HOME", ".local/share") / APP_NAME
+
+
+def server_log_file(server: str) -> Path:
+    """The stderr log of a server: ``<state dir>/logs/<server>.log`` (not created here)."""
+    return state_dir() / "logs" / f"{server}.log"

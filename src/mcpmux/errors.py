@@ -1,0 +1,306 @@
+"""The one exception tree of mcpmux.
+
+Every error mcpmux raises derives from :class:`MCPMuxError`, carries its evidence as attributes
+(``server``, ``tool``, ``code``, ``stderr_tail``, ...) and says what failed, where, and what to do.
+Foreign exceptions are converted where they are met (``raise ... from exc``). Timeouts also derive
+from the builtin :class:`TimeoutError`.
+
+::
+
+    MCPMuxError
+    ├── ConfigError                    invalid configuration; lists every problem (exit 2)
+    │   └── ServerNotConfigured        a command named a server the config does not have
+    ├── TransportError                 a server could not be started, reached or kept (exit 3)
+    │   ├── CommandNotFound            a stdio command is not on PATH
+    │   ├── ServerExited               the child process exited (before or after the handshake)
+    │   ├── ConnectFailed              refused, DNS, TLS: the peer could not be reached
+    │   ├── HTTPStatusError            the peer answered with an HTTP error status
+    │   │   └── AuthRequired           401/403: credentials are needed (exit 4)
+    │   ├── MessageTooLarge            a message above ``max_message_bytes``
+    │   └── ConnectionClosed           the connection closed while a request was in flight
+    ├── ProtocolError                  the peer broke the protocol (exit 3)
+    │   └── ProtocolVersionMismatch    no protocol version both sides speak
+    ├── MCPTimeoutError (TimeoutError) a deadline passed (exit 3)
+    ├── ServerError                    the server answered a request with a JSON-RPC error (exit 1)
+    └── ToolError                      a tool returned ``isError: true`` (exit 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "EXIT_AUTH",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "AuthRequired",
+    "CommandNotFound",
+    "ConfigError",
+    "ConfigProblem",
+    "ConnectFailed",
+    "ConnectionClosed",
+    "HTTPStatusError",
+    "MCPMuxError",
+    "MCPTimeoutError",
+    "MessageTooLarge",
+    "ProtocolError",
+    "ProtocolVersionMismatch",
+    "ServerError",
+    "ServerExited",
+    "ServerNotConfigured",
+    "ToolError",
+    "TransportError",
+    "exit_code_for",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_AUTH = 4
+EXIT_INTERRUPTED = 130
+
+STDERR_TAIL_IN_MESSAGE = 400
+
+
+def _tail(text: str, limit: int = STDERR_TAIL_IN_MESSAGE) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+class MCPMuxError(Exception):
+    """Root of every error mcpmux raises.
+
+    Attributes:
+        hint: one line telling the user what to do next, or ``None``.
+    """
+
+    hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        if hint is not None:
+            self.hint = hint
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    """One problem found in a configuration source.
+
+    Attributes:
+        source: the file (or ``"<defaults>"``, ``"<cli>"``) the problem is in.
+        path: where in the document, e.g. ``mcp.servers[2].url``; empty for the whole file.
+        reason: what is wrong, never containing a secret value.
+        line: 1-based line of the problem when known.
+        column: 1-based column when known.
+    """
+
+    source: str
+    path: str
+    reason: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        where = self.source
+        if self.line is not None:
+            where += f":{self.line}" + (f":{self.column}" if self.column is not None else "")
+        return f"{where}: {self.path}: {self.reason}" if self.path else f"{where}: {self.reason}"
+
+
+class ConfigError(MCPMuxError):
+    """The configuration is invalid; it is rejected as a whole.
+
+    Attributes:
+        problems: every problem found, in document order.
+    """
+
+    hint = "fix the listed problems; `mcpmux config validate FILE` checks a file on its own"
+
+    def __init__(self, problems: list[ConfigProblem] | ConfigProblem | str) -> None:
+        if isinstance(problems, str):
+            problems = [ConfigProblem("<config>", "", problems)]
+        elif isinstance(problems, ConfigProblem):
+            problems = [problems]
+        self.problems = list(problems)
+        count = len(self.problems)
+        head = "invalid configuration" if count != 1 else "invalid configuration:"
+        if count == 1:
+            message = f"{head} {self.problems[0]}"
+        else:
+            message = f"{head} ({count} problems)\n" + "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(message)
+
+
+class ServerNotConfigured(ConfigError):
+    """A command named a server that no configuration source defines."""
+
+    def __init__(self, server: str, known: list[str]) -> None:
+        listing = ", ".join(sorted(known)) or "none"
+        super().__init__(ConfigProblem("<cli>", "", f"no server named {server!r} (configured: {listing})"))
+        self.server, self.known = server, known
+        self.hint = "`mcpmux config show` lists the configured servers"
+
+
+# -- transport ---------------------------------------------------------------------------------
+
+
+class TransportError(MCPMuxError):
+    """A server could not be started, reached, or kept connected.
+
+    Attributes:
+        server: the configured server name.
+    """
+
+    def __init__(self, server: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(f"server {server!r}: {message}", hint=hint)
+        self.server = server
+
+
+class CommandNotFound(TransportError):
+    """The command of a stdio server is not on PATH (or not executable)."""
+
+    def __init__(self, server: str, command: str, search_path: str) -> None:
+        shown = search_path if len(search_path) <= 300 else search_path[:300] + "..."
+        super().__init__(
+            server,
+            f"command {command!r} not found on PATH ({shown})",
+            hint=f"install {command!r} or give its absolute path in the server's `command`",
+        )
+        self.command, self.search_path = command, search_path
+
+
+class ServerExited(TransportError):
+    """The server's process exited; ``stderr_tail`` holds its last words."""
+
+    def __init__(self, server: str, exit_code: int | None, stderr_tail: str, *, during: str = "") -> None:
+        when = f" {during}" if during else ""
+        code = "was killed" if exit_code is None else f"exited with code {exit_code}"
+        tail = _tail(stderr_tail)
+        detail = f": {tail}" if tail else " (no stderr output)"
+        super().__init__(
+            server,
+            f"process {code}{when}{detail}",
+            hint=f"`mcpmux logs {server}` shows its full stderr",
+        )
+        self.exit_code, self.stderr_tail = exit_code, stderr_tail
+
+
+class ConnectFailed(TransportError):
+    """The peer could not be reached: refused, unknown host, TLS failure."""
+
+    def __init__(self, server: str, target: str, reason: str) -> None:
+        super().__init__(server, f"cannot connect to {target}: {reason}", hint="is the server running there?")
+        self.target, self.reason = target, reason
+
+
+class HTTPStatusError(TransportError):
+    """The peer answered an HTTP request with an error status."""
+
+    def __init__(self, server: str, url: str, status: int, body: str = "") -> None:
+        snippet = f": {_tail(body, 200)}" if body.strip() else ""
+        super().__init__(server, f"HTTP {status} from {url}{snippet}")
+        self.url, self.status, self.body = url, status, body
+
+
+class AuthRequired(HTTPStatusError):
+    """The peer requires credentials (HTTP 401, or 403 on a protected resource)."""
+
+    def __init__(self, server: str, url: str, status: int = 401, body: str = "") -> None:
+        super().__init__(server, url, status, body)
+        self.hint = "set the server's `headers` (e.g. Authorization: Bearer ${TOKEN})"
+
+
+class MessageTooLarge(TransportError):
+    """A message exceeded the configured ``max_message_bytes``."""
+
+    def __init__(self, server: str, size: int, limit: int, *, direction: str = "received") -> None:
+        super().__init__(
+            server,
+            f"{direction} a message of at least {size} bytes, above the limit of {limit} bytes",
+            hint="raise `settings.max_message_bytes` if the server is trusted to send such messages",
+        )
+        self.size, self.limit, self.direction = size, limit, direction
+
+
+class ConnectionClosed(TransportError):
+    """The connection closed while a request was still waiting for its answer."""
+
+
+# -- protocol ----------------------------------------------------------------------------------
+
+
+class ProtocolError(MCPMuxError):
+    """The peer broke the protocol (unparseable handshake, unexpected answer)."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(f"server {server!r}: {message}")
+        self.server = server
+
+
+class ProtocolVersionMismatch(ProtocolError):
+    """The two sides share no protocol version."""
+
+    def __init__(self, server: str, wanted: str, offered: str) -> None:
+        super().__init__(server, f"protocol version mismatch: we speak {wanted}, the server offered {offered}")
+        self.wanted, self.offered = wanted, offered
+
+
+class MCPTimeoutError(MCPMuxError, TimeoutError):
+    """A deadline passed: connect, handshake, or a request."""
+
+    def __init__(self, server: str, operation: str, timeout_s: float) -> None:
+        super().__init__(
+            f"server {server!r}: {operation} timed out after {timeout_s:g} s",
+            hint="raise `timeout_ms` (or pass --timeout) if the server is just slow",
+        )
+        self.server, self.operation, self.timeout_s = server, operation, timeout_s
+
+
+class ServerError(MCPMuxError):
+    """The server answered a request with a JSON-RPC error."""
+
+    def __init__(self, server: str, method: str, code: int, message: str, data: object = None) -> None:
+        super().__init__(f"server {server!r} rejected {method}: {message} (code {code})")
+        self.server, self.method, self.code, self.error_message, self.data = (
+            server,
+            method,
+            code,
+            message,
+            data,
+        )
+
+
+class ToolError(MCPMuxError):
+    """A tool ran and reported failure (``isError: true``); ``text`` is what it said."""
+
+    def __init__(self, server: str, tool: str, text: str) -> None:
+        super().__init__(f"tool {tool!r} on server {server!r} failed: {_tail(text)}")
+        self.server, self.tool, self.text = server, tool, text
+
+
+_EXIT_CODES: dict[type[BaseException], int] = {
+    ConfigError: EXIT_USAGE,
+    AuthRequired: EXIT_AUTH,
+    TransportError: EXIT_UNREACHABLE,
+    ProtocolError: EXIT_UNREACHABLE,
+    MCPTimeoutError: EXIT_UNREACHABLE,
+    ServerError: EXIT_FAILED,
+    ToolError: EXIT_FAILED,
+    MCPMuxError: EXIT_FAILED,
+    KeyboardInterrupt: EXIT_INTERRUPTED,
+}
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """Return the CLI exit code for ``exc``: the entry of its nearest class in the table."""
+    for cls in type(exc).__mro__:
+        if cls in _EXIT_CODES:
+            return _EXIT_CODES[cls]
+    return EXIT_FAILED
