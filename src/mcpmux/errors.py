@@ -22,7 +22,11 @@ from the builtin :class:`TimeoutError`.
     │   └── ProtocolVersionMismatch    no protocol version both sides speak
     ├── MCPTimeoutError (TimeoutError) a deadline passed (exit 3)
     ├── ServerError                    the server answered a request with a JSON-RPC error (exit 1)
-    └── ToolError                      a tool returned ``isError: true`` (exit 1)
+    ├── ToolError                      a tool returned ``isError: true`` (exit 1)
+    ├── ToolNotFound                   no tool (resource, prompt) has that name; closest names given (exit 1)
+    ├── NameCollision                  two tools map to one provider name (exit 2)
+    ├── ServerUnavailable              the server is failed, disabled or its circuit is open (exit 3)
+    └── Busy                           too many calls queued for one server (exit 1)
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ __all__ = [
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
     "AuthRequired",
+    "Busy",
     "CommandNotFound",
     "ConfigError",
     "ConfigProblem",
@@ -46,12 +51,15 @@ __all__ = [
     "MCPMuxError",
     "MCPTimeoutError",
     "MessageTooLarge",
+    "NameCollision",
     "ProtocolError",
     "ProtocolVersionMismatch",
     "ServerError",
     "ServerExited",
     "ServerNotConfigured",
+    "ServerUnavailable",
     "ToolError",
+    "ToolNotFound",
     "TransportError",
     "exit_code_for",
 ]
@@ -285,6 +293,46 @@ class ToolError(MCPMuxError):
         self.server, self.tool, self.text = server, tool, text
 
 
+class ToolNotFound(MCPMuxError):
+    """No tool, resource or prompt has that canonical name."""
+
+    def __init__(self, name: str, suggestions: list[str], *, kind: str = "tool") -> None:
+        close = f"; did you mean {', '.join(repr(s) for s in suggestions[:3])}?" if suggestions else ""
+        super().__init__(f"no {kind} named {name!r}{close}", hint="`mcpmux tools` lists every tool")
+        self.name, self.suggestions, self.kind = name, suggestions, kind
+
+
+class NameCollision(MCPMuxError):
+    """Two canonical names would map to one provider name."""
+
+    def __init__(self, profile: str, provider_name: str, first: str, second: str) -> None:
+        super().__init__(
+            f"tools {first!r} and {second!r} both map to {provider_name!r} for {profile}",
+            hint="give one of the servers a `prefix`, or rename it",
+        )
+        self.profile, self.provider_name, self.first, self.second = profile, provider_name, first, second
+
+
+class ServerUnavailable(MCPMuxError):
+    """The server cannot take calls now: failed, disabled, or its circuit breaker is open."""
+
+    def __init__(self, server: str, reason: str, *, retry_after_s: float | None = None) -> None:
+        after = f"; retrying after {retry_after_s:.0f} s" if retry_after_s else ""
+        super().__init__(
+            f"server {server!r} is unavailable: {reason}{after}",
+            hint=f"`mcpmux show {server}` has its state history and stderr",
+        )
+        self.server, self.reason, self.retry_after_s = server, reason, retry_after_s
+
+
+class Busy(MCPMuxError):
+    """Too many calls are waiting for one server."""
+
+    def __init__(self, server: str, in_flight: int, queued: int) -> None:
+        super().__init__(f"server {server!r} is busy: {in_flight} calls running and {queued} queued")
+        self.server, self.in_flight, self.queued = server, in_flight, queued
+
+
 _EXIT_CODES: dict[type[BaseException], int] = {
     ConfigError: EXIT_USAGE,
     AuthRequired: EXIT_AUTH,
@@ -293,6 +341,10 @@ _EXIT_CODES: dict[type[BaseException], int] = {
     MCPTimeoutError: EXIT_UNREACHABLE,
     ServerError: EXIT_FAILED,
     ToolError: EXIT_FAILED,
+    ToolNotFound: EXIT_FAILED,
+    NameCollision: EXIT_USAGE,
+    ServerUnavailable: EXIT_UNREACHABLE,
+    Busy: EXIT_FAILED,
     MCPMuxError: EXIT_FAILED,
     KeyboardInterrupt: EXIT_INTERRUPTED,
 }

@@ -21,7 +21,15 @@ __all__ = ["CliState", "cli", "main"]
 
 # name -> (module, attribute, one-line help). The help text lives here so `--help` imports nothing.
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "builtin": ("mcpmux.cli.builtin_cmd", "builtin", "Serve a built-in server (workspace, content_store) on stdio."),
+    "call": ("mcpmux.cli.server_cmds", "call_cmd", "Call SERVER:TOOL with JSON arguments and print the result."),
     "config": ("mcpmux.cli.config_cmds", "config", "Show, locate and validate the configuration."),
+    "prompt": ("mcpmux.cli.server_cmds", "prompt_cmd", "Render SERVER:PROMPT with arguments."),
+    "prompts": ("mcpmux.cli.server_cmds", "prompts_cmd", "List a server's prompts."),
+    "read": ("mcpmux.cli.server_cmds", "read_cmd", "Read a resource of a server."),
+    "resources": ("mcpmux.cli.server_cmds", "resources_cmd", "List a server's resources and templates."),
+    "test": ("mcpmux.cli.server_cmds", "test_cmd", "Connect to a server, ping it, list everything, report timings."),
+    "tools": ("mcpmux.cli.server_cmds", "tools_cmd", "List a server's tools."),
 }
 
 
@@ -32,6 +40,7 @@ class CliState:
     config_path: str | None = None
     json: bool = False
     verbosity: int = 0
+    secrets: frozenset[str] = frozenset()
 
 
 class LazyGroup(click.Group):
@@ -56,7 +65,9 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="mcpmux")
-@click.option("--config", "config_path", metavar="PATH", envvar="MCPMUX_CONFIG", help="Config file (last in precedence).")
+@click.option(
+    "--config", "config_path", metavar="PATH", envvar="MCPMUX_CONFIG", help="Config file (last in precedence)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
 @click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
 @click.pass_context

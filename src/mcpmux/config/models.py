@@ -87,6 +87,9 @@ class Settings(_Frozen):
     auto_reconnect: bool = True
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=1024)
     lazy: bool = False
+    max_concurrent_calls: int = Field(32, ge=1)
+    max_queued_calls: int = Field(256, ge=0)
+    health_interval_ms: int | None = Field(None, gt=0)
 
 
 class _ServerBase(_Frozen):
