@@ -22,14 +22,18 @@ __all__ = ["CliState", "cli", "main"]
 # name -> (module, attribute, one-line help). The help text lives here so `--help` imports nothing.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "builtin": ("mcpmux.cli.builtin_cmd", "builtin", "Serve a built-in server (workspace, content_store) on stdio."),
-    "call": ("mcpmux.cli.server_cmds", "call_cmd", "Call SERVER:TOOL with JSON arguments and print the result."),
+    "call": ("mcpmux.cli.manager_cmds", "call_cmd", "Call SERVER:TOOL with JSON arguments and print the result."),
     "config": ("mcpmux.cli.config_cmds", "config", "Show, locate and validate the configuration."),
-    "prompt": ("mcpmux.cli.server_cmds", "prompt_cmd", "Render SERVER:PROMPT with arguments."),
-    "prompts": ("mcpmux.cli.server_cmds", "prompts_cmd", "List a server's prompts."),
-    "read": ("mcpmux.cli.server_cmds", "read_cmd", "Read a resource of a server."),
-    "resources": ("mcpmux.cli.server_cmds", "resources_cmd", "List a server's resources and templates."),
+    "list": ("mcpmux.cli.manager_cmds", "list_cmd", "List every server with its state, tools and last error."),
+    "logs": ("mcpmux.cli.show_cmds", "logs_cmd", "Print (or follow) a server's stderr log."),
+    "prompt": ("mcpmux.cli.manager_cmds", "prompt_cmd", "Render SERVER:PROMPT with arguments."),
+    "prompts": ("mcpmux.cli.manager_cmds", "prompts_cmd", "List the prompts of every server (or one)."),
+    "read": ("mcpmux.cli.manager_cmds", "read_cmd", "Read a resource of a server."),
+    "refresh": ("mcpmux.cli.manager_cmds", "refresh_cmd", "Re-list servers and store their lists in the catalog."),
+    "resources": ("mcpmux.cli.manager_cmds", "resources_cmd", "List the resources of every server (or one)."),
+    "show": ("mcpmux.cli.show_cmds", "show_cmd", "Everything about one server: config, state, tools, stderr."),
     "test": ("mcpmux.cli.server_cmds", "test_cmd", "Connect to a server, ping it, list everything, report timings."),
-    "tools": ("mcpmux.cli.server_cmds", "tools_cmd", "List a server's tools."),
+    "tools": ("mcpmux.cli.manager_cmds", "tools_cmd", "List the tools of every server (or one)."),
 }
 
 

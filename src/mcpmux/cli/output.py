@@ -40,11 +40,15 @@ def json_option(func: F) -> F:
     )(func)
 
 
+# Tables piped to a file or another program are not squeezed to rich's default of 80 columns.
+PIPE_WIDTH = 200
+
+
 @cache
 def out_console() -> Console:
     from rich.console import Console
 
-    return Console(soft_wrap=True)
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
 @cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     import mcp_types as types
 
     from mcpmux.connection import Connection
+    from mcpmux.manager import PromptInfo, ResourceInfo, ToolInfo
 
 DESCRIPTION_WIDTH = 72
 
@@ -94,6 +96,72 @@ def print_tools(server: str, tools: list[types.Tool]) -> None:
     rows = [(f"{server}:{t.name}", _first_line(t.description), params(t)) for t in tools]
     table(["tool", "description", "parameters (* required)"], rows)
     click.echo(f"{len(tools)} tool{'s' if len(tools) != 1 else ''}", err=True)
+
+
+def print_tool_infos(tools: list[ToolInfo]) -> None:
+    def params(tool: ToolInfo) -> str:
+        required = set(tool.input_schema.get("required") or [])
+        names = list((tool.input_schema.get("properties") or {}).keys())
+        return ", ".join(f"{n}*" if n in required else n for n in names)
+
+    table(
+        ["tool", "description", "parameters (* required)"],
+        [(t.name, _first_line(t.description), params(t)) for t in tools],
+    )
+    click.echo(f"{len(tools)} tool{'s' if len(tools) != 1 else ''}", err=True)
+
+
+def print_resource_infos(resources: list[ResourceInfo]) -> None:
+    rows = [
+        (
+            r.server,
+            r.uri,
+            r.name,
+            r.mime_type or "",
+            ("(template) " if r.template else "") + _first_line(r.description, 40),
+        )
+        for r in resources
+    ]
+    table(["server", "uri", "name", "type", "description"], rows)
+
+
+def print_prompt_infos(prompts: list[PromptInfo]) -> None:
+    rows = [
+        (p.name, _first_line(p.description), ", ".join(f"{n}*" if req else n for n, req in p.arguments))
+        for p in prompts
+    ]
+    table(["prompt", "description", "arguments (* required)"], rows)
+
+
+def print_show(data: dict[str, Any]) -> None:
+    status = data["status"]
+    console = out_console()
+    console.print(
+        f"[bold]{status['name']}[/bold] ({status['type']}): {status['state']} - {status['reason']}", highlight=False
+    )
+    console.print(f"target: {status['target']}", highlight=False, markup=False)
+    if status["protocol_version"]:
+        console.print(f"protocol {status['protocol_version']}, peer {status['server_info']}", highlight=False)
+    if data["capabilities"] is not None:
+        console.print("capabilities: " + (", ".join(sorted(data["capabilities"])) or "none"), highlight=False)
+    console.print("\n[bold]config[/bold]")
+    click.echo(json.dumps(data["config"], indent=2))
+    if data["environment"] is not None:
+        console.print("\n[bold]child environment[/bold] (allow-listed parent variables + env)")
+        for key, value in data["environment"].items():
+            click.echo(f"  {key}={value}")
+    console.print("\n[bold]history[/bold]")
+    for step in status["history"]:
+        when = time.strftime("%H:%M:%S", time.localtime(step["at"]))
+        click.echo(f"  {when}  {step['state']:<10} {step['reason']}")
+    for key in ("tools", "resources", "prompts"):
+        console.print(f"\n[bold]{key}[/bold] ({len(data[key])})")
+        for item in data[key]:
+            click.echo(f"  {item}")
+    if data["stderr_tail"]:
+        console.print("\n[bold]stderr (last lines)[/bold]")
+        for line in data["stderr_tail"]:
+            click.echo(f"  {line}")
 
 
 def print_progress(progress: float, total: float | None, message: str | None) -> None:

@@ -1,0 +1,281 @@
+"""Commands over many servers, through the :class:`~mcpmux.manager.Manager`.
+
+A one-shot command starts only what it needs: ``call``, ``read`` and ``prompt`` start the server they
+address, ``tools SERVER`` that server; ``tools``, ``resources`` and ``prompts`` without a server and
+``list`` start every enabled server except lazy ones that the catalog cache already describes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import click
+
+from mcpmux.cli import render
+from mcpmux.cli.output import emit, err_console, json_option, state, table
+from mcpmux.config import Config, load_config
+from mcpmux.errors import EXIT_FAILED, EXIT_OK, MCPMuxError
+
+if TYPE_CHECKING:
+    from mcpmux.manager import Manager
+
+_T = TypeVar("_T")
+
+
+def run(body: Callable[[Config], Awaitable[_T]]) -> _T:
+    """Load the configuration and run ``body`` on an event loop; secrets are masked in errors."""
+    from mcpmux.config.display import redact
+
+    config = load_config(state().config_path)
+    state().secrets = config.secret_values
+    try:
+        return anyio.run(body, config)
+    except MCPMuxError as exc:
+        exc.args = tuple(redact(str(a), config.secret_values) for a in exc.args)
+        raise
+
+
+@asynccontextmanager
+async def managed(config: Config, start: bool | set[str] = True) -> AsyncIterator[Manager]:
+    """A started manager, with a progress line on stderr while servers connect (terminals only)."""
+    from mcpmux.manager import Manager
+
+    manager = Manager(config, start=start)
+    status = err_console().status("connecting to servers...") if sys.stderr.isatty() else None
+    if status is not None:
+        status.start()
+    try:
+        await manager.start()
+    finally:
+        if status is not None:
+            status.stop()
+    try:
+        _warn_failed(manager, start)
+        yield manager
+    finally:
+        await manager.stop()
+
+
+def _warn_failed(manager: Manager, start: bool | set[str]) -> None:
+    for status in manager.status():
+        wanted = start is True or (isinstance(start, set) and status.name in start)
+        if wanted and status.state.value in ("failed", "needs-auth"):
+            sys.stderr.write(f"warning: server {status.name!r} {status.state.value}: {status.reason}\n")
+
+
+def servers_for(config: Config, canonical: str) -> set[str]:
+    """The servers that may own ``canonical``: those whose namespace is its prefix, else unprefixed ones.
+
+    This only chooses which servers to start; the call itself is routed by the manager's table.
+    """
+    namespace, sep, _ = canonical.partition(":")
+    owners = {s.name for s in config.enabled_servers if sep and s.namespace == namespace}
+    return owners or {s.name for s in config.enabled_servers if s.namespace == ""} or {namespace}
+
+
+def _json_object(text: str | None, args_file: Path | None) -> dict[str, Any]:
+    if text is not None and args_file is not None:
+        raise click.BadParameter("give JSON_ARGS or --args-file, not both")
+    if args_file is not None:
+        text = args_file.read_text(encoding="utf-8")
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc.msg} (column {exc.colno})", param_hint="JSON_ARGS") from exc
+    if not isinstance(value, dict):
+        raise click.BadParameter("arguments must be a JSON object", param_hint="JSON_ARGS")
+    return value
+
+
+# -- listing -----------------------------------------------------------------------------------
+
+
+@click.command("list")
+@json_option
+def list_cmd() -> None:
+    """List every server: type, state, tools, target and last error (connects non-lazy servers)."""
+
+    async def body(config: Config) -> list[dict[str, Any]]:
+        async with managed(config) as manager:
+            return [s.to_json() for s in manager.status()]
+
+    rows = run(body)
+
+    def render_rows() -> None:
+        table(
+            ["server", "type", "state", "tools", "target", "last error"],
+            [(r["name"], r["type"], r["state"], r["tools"], r["target"], _short(r["last_error"])) for r in rows],
+        )
+
+    emit(rows, render_rows)
+
+
+def _short(text: str | None, width: int = 60) -> str:
+    text = (text or "").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@click.command("tools")
+@click.argument("server", required=False)
+@json_option
+def tools_cmd(server: str | None) -> None:
+    """List the tools of every server (or of SERVER) under their canonical names."""
+
+    async def body(config: Config) -> list[Any]:
+        if server is not None:
+            config.server(server)
+        async with managed(config, {server} if server else True) as manager:
+            return manager.tools(server)
+
+    tools = run(body)
+    emit([_tool_json(t) for t in tools], lambda: render.print_tool_infos(tools))
+
+
+def _tool_json(tool: Any) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "server": tool.server,
+        "tool": tool.tool,
+        "title": tool.title,
+        "description": tool.description,
+        "input_schema": tool.input_schema,
+        "output_schema": tool.output_schema,
+        "annotations": tool.annotations,
+        "synthetic": tool.synthetic,
+    }
+
+
+@click.command("resources")
+@click.argument("server", required=False)
+@json_option
+def resources_cmd(server: str | None) -> None:
+    """List the resources and resource templates of every server (or of SERVER)."""
+
+    async def body(config: Config) -> list[Any]:
+        if server is not None:
+            config.server(server)
+        async with managed(config, {server} if server else True) as manager:
+            return manager.resources(server)
+
+    resources = run(body)
+    data = [
+        {k: getattr(r, k) for k in ("server", "uri", "name", "description", "mime_type", "template")} for r in resources
+    ]
+    emit(data, lambda: render.print_resource_infos(resources))
+
+
+@click.command("prompts")
+@click.argument("server", required=False)
+@json_option
+def prompts_cmd(server: str | None) -> None:
+    """List the prompts of every server (or of SERVER) with their arguments."""
+
+    async def body(config: Config) -> list[Any]:
+        if server is not None:
+            config.server(server)
+        async with managed(config, {server} if server else True) as manager:
+            return manager.prompts(server)
+
+    prompts = run(body)
+    data = [
+        {"name": p.name, "server": p.server, "description": p.description, "arguments": [list(a) for a in p.arguments]}
+        for p in prompts
+    ]
+    emit(data, lambda: render.print_prompt_infos(prompts))
+
+
+# -- calls ---------------------------------------------------------------------------------------
+
+
+@click.command("call")
+@click.argument("name", metavar="SERVER:TOOL")
+@click.argument("arguments", metavar="[JSON_ARGS]", required=False)
+@click.option(
+    "--args-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read JSON_ARGS from a file."
+)
+@click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds to wait (default: the server's timeout).")
+@json_option
+def call_cmd(name: str, arguments: str | None, args_file: Path | None, timeout: float | None) -> int:
+    """Call a tool by its canonical name and print the result; exit 1 if the tool reports an error."""
+    args = _json_object(arguments, args_file)
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        render.print_progress(progress, total, message)
+
+    async def body(config: Config) -> Any:
+        async with managed(config, servers_for(config, name)) as manager:
+            return await manager.call_tool(name, args, timeout=timeout, on_progress=on_progress)
+
+    result = run(body)
+    emit(render.dump(result), lambda: render.print_tool_result(result))
+    if result.is_error:
+        sys.stderr.write(f"Error: tool {name!r} reported an error\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+@click.command("read")
+@click.argument("server")
+@click.argument("uri")
+@json_option
+def read_cmd(server: str, uri: str) -> None:
+    """Read resource URI of SERVER and print its contents."""
+
+    async def body(config: Config) -> Any:
+        config.server(server)
+        async with managed(config, {server}) as manager:
+            return await manager.read_resource(server, uri)
+
+    result = run(body)
+    emit(render.dump(result), lambda: render.print_resource_contents(result))
+
+
+@click.command("prompt")
+@click.argument("name", metavar="SERVER:PROMPT")
+@click.argument("arguments", metavar="[JSON_ARGS]", required=False)
+@json_option
+def prompt_cmd(name: str, arguments: str | None) -> None:
+    """Render a prompt by its canonical name with JSON_ARGS and print its messages."""
+    args = {k: v if isinstance(v, str) else json.dumps(v) for k, v in _json_object(arguments, None).items()}
+
+    async def body(config: Config) -> Any:
+        async with managed(config, servers_for(config, name)) as manager:
+            return await manager.get_prompt(name, args)
+
+    result = run(body)
+    emit(render.dump(result), lambda: render.print_prompt(result))
+
+
+# -- management -------------------------------------------------------------------------------
+
+
+@click.command("refresh")
+@click.argument("server", required=False)
+@json_option
+def refresh_cmd(server: str | None) -> int:
+    """Connect SERVER (or every enabled server), list everything again and store it in the catalog."""
+
+    async def body(config: Config) -> list[dict[str, Any]]:
+        if server is not None:
+            config.server(server)
+        async with managed(config, start=False) as manager:
+            await manager.refresh(server)
+            return [s.to_json() for s in manager.status() if server is None or s.name == server]
+
+    rows = run(body)
+
+    def render_rows() -> None:
+        for row in rows:
+            outcome = f"{row['tools']} tools" if row["state"] == "connected" else f"{row['state']}: {row['reason']}"
+            click.echo(f"{row['name']}: {outcome}")
+
+    emit(rows, render_rows)
+    return EXIT_OK if all(r["state"] in ("connected", "disabled") for r in rows) else EXIT_FAILED

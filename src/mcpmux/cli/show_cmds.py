@@ -1,0 +1,112 @@
+"""``mcpmux show NAME`` (everything about one server) and ``mcpmux logs NAME [-f]``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import anyio
+import click
+
+from mcpmux.cli import render
+from mcpmux.cli.manager_cmds import managed, run
+from mcpmux.cli.output import emit, json_option, state
+from mcpmux.config import Config, StdioServerConfig, config_to_dict, load_config
+from mcpmux.config.display import MASK
+from mcpmux.config.paths import server_log_file
+
+STDERR_TAIL_LINES = 20
+
+
+@click.command("show")
+@click.argument("name")
+@json_option
+def show_cmd(name: str) -> None:
+    """Show server NAME: config (secrets masked), state history, capabilities, tools, stderr tail."""
+
+    async def body(config: Config) -> dict[str, Any]:
+        server = config.server(name)
+        async with managed(config, {name}) as manager:
+            status = manager.status()[manager.servers.index(name)]
+            connection = manager.supervisor(name).connection
+            info = connection.info if connection is not None else None
+            stderr = connection.stderr_tail() if connection is not None else _log_tail(name)
+            caps = info.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True) if info else None
+            return {
+                "config": _server_config(config, name),
+                "status": status.to_json(),
+                "capabilities": caps,
+                "instructions": info.instructions if info else None,
+                "environment": _child_environment(server, config.secret_values),
+                "tools": [t.name for t in manager.tools(name)],
+                "resources": [r.uri for r in manager.resources(name)],
+                "prompts": [p.name for p in manager.prompts(name)],
+                "stderr_tail": stderr.splitlines()[-STDERR_TAIL_LINES:],
+            }
+
+    data = run(body)
+    emit(data, lambda: render.print_show(data))
+
+
+def _server_config(config: Config, name: str) -> dict[str, Any]:
+    servers = config_to_dict(config)["mcp"]["servers"]
+    return next(s for s in servers if s["name"] == name)
+
+
+def _child_environment(server: Any, secrets: frozenset[str]) -> dict[str, str] | None:
+    """The environment a stdio child gets: the allow-listed parent variables plus its ``env`` (masked)."""
+    if not isinstance(server, StdioServerConfig):
+        return None
+    from mcpmux.transports.stdio import child_environment
+
+    configured = set(server.env)
+    env = child_environment(server)
+    return {k: MASK if k in configured or v in secrets else v for k, v in sorted(env.items())}
+
+
+def _log_tail(name: str) -> str:
+    path = server_log_file(name)
+    if not path.is_file():
+        return ""
+    with path.open("rb") as handle:
+        handle.seek(0, 2)
+        handle.seek(max(handle.tell() - 16384, 0))
+        return handle.read().decode("utf-8", "replace")
+
+
+@click.command("logs")
+@click.argument("name")
+@click.option("-n", "--lines", default=50, show_default=True, help="How many of the last lines to print.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until interrupted.")
+def logs_cmd(name: str, lines: int, follow: bool) -> None:
+    """Print the stderr log of server NAME (written whenever mcpmux runs it)."""
+    load_config(state().config_path).server(name)
+    path = server_log_file(name)
+    if not path.exists() and not follow:
+        click.echo(f"no log yet for {name!r} ({path})", err=True)
+        return
+    text = _log_tail(name) if path.exists() else ""
+    for line in text.splitlines()[-lines:]:
+        click.echo(line)
+    if follow:
+        anyio.run(_follow, path)
+
+
+async def _follow(path: Any) -> None:
+    position = path.stat().st_size if path.exists() else 0
+    while True:
+        if path.exists():
+            size = path.stat().st_size
+            if size < position:  # rotated or truncated: start over
+                position = 0
+            if size > position:
+                with path.open("rb") as handle:
+                    handle.seek(position)
+                    chunk = handle.read()
+                    position = handle.tell()
+                sys.stdout.write(chunk.decode("utf-8", "replace"))
+                sys.stdout.flush()
+        await anyio.sleep(0.25)
+
+
+__all__ = ["logs_cmd", "show_cmd"]

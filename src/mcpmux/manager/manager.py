@@ -1,0 +1,423 @@
+"""The manager: many servers behind one namespaced index, with routing and supervision.
+
+::
+
+    async with Manager(load_config()) as manager:       # starts every enabled server concurrently
+        manager.tools()                                 # list[ToolInfo], canonical "server:tool"
+        await manager.call_tool("time:get_current_time", {"timezone": "UTC"})
+        manager.status()                                # per server: state, reason, pid/url, ...
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.shared.dispatcher import ProgressFnT
+
+from mcpmux.config.models import Config, ServerConfig, Settings
+from mcpmux.connection import ClientCallbacks, Connection, ListKind
+from mcpmux.errors import (
+    ConfigError,
+    ConfigProblem,
+    MCPMuxError,
+    ServerNotConfigured,
+    ServerUnavailable,
+    ToolNotFound,
+)
+from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
+from mcpmux.manager.events import Event, EventHub
+from mcpmux.manager.models import PromptInfo, ResourceInfo, ServerState, ServerStatus, ToolInfo
+from mcpmux.manager.registry import GET_PROMPT, READ_RESOURCE, Registry, ServerCatalog
+from mcpmux.manager.supervisor import ConnectionFactory, Supervisor
+
+__all__ = ["DEFAULT_CONNECT_CONCURRENCY", "Manager"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONNECT_CONCURRENCY = 8
+
+
+class Manager:
+    """Every configured server, supervised, behind one index of canonical names.
+
+    Args:
+        config: the loaded configuration, or a sequence of server configs.
+        settings: the settings when ``config`` is a sequence (defaults otherwise).
+        callbacks: answers to server requests (sampling, elicitation, roots) and observers.
+        catalog: the catalog cache: ``True`` for the default file, a path, a :class:`Catalog`, or
+            ``False`` for none.
+        start: ``True`` starts every enabled server (lazy ones only when the catalog has nothing for
+            them); ``False`` starts none (calls start servers on demand); a set of names starts those.
+        wait: wait in ``__aenter__`` until every started server has connected or failed once.
+        connect_concurrency: how many servers connect at the same time.
+        connection_factory: builds a server's :class:`Connection` (tests plug in here).
+    """
+
+    def __init__(
+        self,
+        config: Config | Sequence[ServerConfig],
+        *,
+        settings: Settings | None = None,
+        callbacks: ClientCallbacks | None = None,
+        catalog: Catalog | Path | bool = True,
+        start: bool | Iterable[str] = True,
+        wait: bool = True,
+        connect_concurrency: int = DEFAULT_CONNECT_CONCURRENCY,
+        connection_factory: ConnectionFactory | None = None,
+    ) -> None:
+        if isinstance(config, Config):
+            self.config = config
+        else:
+            self.config = Config(servers=tuple(config), settings=settings or Settings())
+        self.settings = self.config.settings
+        self.registry = Registry()
+        self.events = EventHub()
+        self._user_callbacks = callbacks or ClientCallbacks()
+        self._callbacks = self._wrap_callbacks(self._user_callbacks)
+        self._catalog = _open_catalog(catalog)
+        self._start = start if isinstance(start, bool) else frozenset(start)
+        self._wait = wait
+        self._connect_limiter = anyio.CapacityLimiter(connect_concurrency)
+        self._factory = connection_factory
+        self._supervisors: dict[str, Supervisor] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Manager:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Start supervising every configured server (see ``start`` and ``wait`` in the constructor)."""
+        if self._tg is not None:
+            raise RuntimeError("the manager is already started")
+        if isinstance(self._start, frozenset):
+            known = {s.name for s in self.config.servers}
+            for name in sorted(self._start - known):
+                raise ServerNotConfigured(name, sorted(known))
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        try:
+            started = [await self._supervise(server) for server in self.config.servers]
+            if self._wait:
+                await self._wait_for([s for s in started if s.wanted])
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Close every connection (children are stopped and reaped) and end supervision."""
+        tg, self._tg = self._tg, None
+        for supervisor in self._supervisors.values():
+            supervisor.stop()
+        if tg is not None:
+            # Shield the group's own scope (a new scope would break LIFO exit) so every supervisor
+            # can close its connection and stop its child even when the caller is being cancelled.
+            tg.cancel_scope.shield = True
+            await tg.__aexit__(None, None, None)
+        self.events.close()
+        if self._catalog is not None:
+            self._catalog.close()
+
+    async def _supervise(self, server: ServerConfig) -> Supervisor:
+        assert self._tg is not None
+        supervisor = Supervisor(
+            server,
+            self.settings,
+            callbacks=self._callbacks,
+            registry=self.registry,
+            events=self.events,
+            connect_limiter=self._connect_limiter,
+            on_lists=self._store_lists,
+            factory=self._factory,
+        )
+        self._supervisors[server.name] = supervisor
+        self.registry.add_server(server.name, server.namespace)
+        await self._tg.start(supervisor.run)
+        if server.enabled and self._wants_start(server, self._load_cached(server)):
+            supervisor.want()
+        return supervisor
+
+    def _wants_start(self, server: ServerConfig, cached: bool) -> bool:
+        if self._start is False:
+            return False
+        if isinstance(self._start, frozenset):
+            return server.name in self._start
+        lazy = server.lazy if server.lazy is not None else self.settings.lazy
+        return not (lazy and cached)
+
+    async def _wait_for(self, supervisors: Sequence[Supervisor]) -> None:
+        async with anyio.create_task_group() as tg:
+            for supervisor in supervisors:
+                tg.start_soon(supervisor.wait_attempt)
+
+    # -- the catalog cache ---------------------------------------------------------------------
+
+    def _load_cached(self, server: ServerConfig) -> bool:
+        if self._catalog is None:
+            return False
+        entry = self._catalog.load(server.name, fingerprint(server))
+        if entry is None:
+            return False
+        lists = ServerCatalog(
+            tuple(entry.tools), tuple(entry.resources), tuple(entry.resource_templates), tuple(entry.prompts)
+        )
+        self.registry.update(server.name, lists)
+        return True
+
+    def _store_lists(self, server: ServerConfig, lists: ServerCatalog, connection: Connection) -> None:
+        if self._catalog is None:
+            return
+        info = connection.info
+        entry = CatalogEntry(
+            tools=list(lists.tools),
+            resources=list(lists.resources),
+            resource_templates=list(lists.templates),
+            prompts=list(lists.prompts),
+            server_info=info.server_info,
+            protocol_version=info.protocol_version,
+            instructions=info.instructions,
+            stored_at=time.time(),
+        )
+        self._catalog.store(server.name, fingerprint(server), entry)
+
+    # -- the index ---------------------------------------------------------------------------
+
+    def tools(self, server: str | None = None) -> list[ToolInfo]:
+        """Every tool (of ``server`` if given) under its canonical name, including the synthetic
+        ``server:read_resource`` and ``server:get_prompt``."""
+        return self.registry.tools(server)
+
+    def resources(self, server: str | None = None) -> list[ResourceInfo]:
+        """Every resource and resource template (of ``server`` if given)."""
+        return self.registry.resources(server)
+
+    def prompts(self, server: str | None = None) -> list[PromptInfo]:
+        """Every prompt (of ``server`` if given) under its canonical name."""
+        return self.registry.prompts(server)
+
+    @property
+    def servers(self) -> list[str]:
+        """The names of the supervised servers, in configuration order."""
+        return list(self._supervisors)
+
+    def supervisor(self, name: str) -> Supervisor:
+        """The supervisor of server ``name``.
+
+        Raises:
+            ServerNotConfigured: no such server.
+        """
+        supervisor = self._supervisors.get(name)
+        if supervisor is None:
+            raise ServerNotConfigured(name, list(self._supervisors))
+        return supervisor
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        on_progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
+        """Call the tool with canonical ``name`` on its server (starting the server if needed).
+
+        A result with ``isError`` is returned, not raised.
+
+        Raises:
+            ToolNotFound: no such tool (the closest names are suggested).
+            ServerUnavailable: the server is disabled or its circuit is open.
+            MCPTimeoutError, TransportError, ServerError: as :meth:`Connection.call_tool`.
+        """
+        tool = self._resolve_tool(name)
+        supervisor = self._supervisors[tool.server]
+        arguments = arguments or {}
+        async with supervisor.call_slot():
+            connection = await supervisor.connection_for_call()
+            if tool.synthetic and tool.tool == READ_RESOURCE:
+                result = await connection.read_resource(str(arguments.get("uri", "")), timeout=timeout)
+                return _resource_as_tool_result(result)
+            if tool.synthetic and tool.tool == GET_PROMPT:
+                prompt_args = {k: str(v) for k, v in (arguments.get("arguments") or {}).items()}
+                prompt = await connection.get_prompt(str(arguments.get("name", "")), prompt_args, timeout=timeout)
+                return _prompt_as_tool_result(prompt)
+            return await connection.call_tool(tool.tool, arguments, timeout=timeout, on_progress=on_progress)
+
+    def _resolve_tool(self, name: str) -> ToolInfo:
+        try:
+            return self.registry.resolve_tool(name)
+        except ToolNotFound:
+            # Only to explain the failure better: the namespace of a server that never listed.
+            namespace = name.partition(":")[0]
+            for supervisor in self._supervisors.values():
+                if supervisor.config.namespace == namespace and self.registry.catalog(supervisor.name) is None:
+                    reason = str(supervisor.last_error or supervisor.reason)
+                    raise ServerUnavailable(supervisor.name, f"its tools are unknown: {reason}") from None
+            raise
+
+    async def read_resource(self, server: str, uri: str, *, timeout: float | None = None) -> types.ReadResourceResult:
+        """Read ``uri`` from ``server``."""
+        supervisor = self.supervisor(server)
+        async with supervisor.call_slot():
+            connection = await supervisor.connection_for_call()
+            return await connection.read_resource(uri, timeout=timeout)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None = None, *, timeout: float | None = None
+    ) -> types.GetPromptResult:
+        """Render the prompt with canonical ``name``."""
+        prompt = self.registry.resolve_prompt(name)
+        supervisor = self._supervisors[prompt.server]
+        async with supervisor.call_slot():
+            connection = await supervisor.connection_for_call()
+            return await connection.get_prompt(prompt.prompt, arguments, timeout=timeout)
+
+    # -- management ----------------------------------------------------------------------------
+
+    def status(self) -> list[ServerStatus]:
+        """The state of every server, in configuration order."""
+        return [_status(s, len(self.registry.tools(s.name))) for s in self._supervisors.values()]
+
+    async def add_server(self, server: ServerConfig, *, start: bool = True) -> None:
+        """Supervise one more server (and connect it unless ``start=False``).
+
+        Raises:
+            ConfigError: a server with that name exists.
+        """
+        if server.name in self._supervisors:
+            problem = ConfigProblem("<manager>", "", f"a server named {server.name!r} already exists")
+            raise ConfigError(problem)
+        self.config = self.config.model_copy(update={"servers": (*self.config.servers, server)})
+        supervisor = await self._supervise(server)
+        if start and server.enabled:
+            supervisor.want()
+            await supervisor.wait_attempt()
+
+    async def remove_server(self, name: str) -> None:
+        """Stop supervising ``name``: close its connection and drop its tools."""
+        supervisor = self.supervisor(name)
+        supervisor.stop()
+        with anyio.fail_after(15):
+            while supervisor.state not in (ServerState.CONFIGURED, ServerState.DISABLED) or supervisor.connection:
+                await supervisor.wait_attempt()
+        del self._supervisors[name]
+        self.registry.remove_server(name)
+        self.config = self.config.model_copy(
+            update={"servers": tuple(s for s in self.config.servers if s.name != name)}
+        )
+
+    async def restart(self, name: str) -> None:
+        """Close and reconnect ``name``; wait for the new attempt."""
+        supervisor = self.supervisor(name)
+        done = supervisor.wait_attempt
+        supervisor.restart()
+        await done()
+
+    async def refresh(self, name: str | None = None) -> None:
+        """Connect (if needed) and re-list ``name`` (or every enabled server), storing the fresh lists.
+
+        Raises:
+            the connection error of a named server that cannot be reached.
+        """
+        targets = [self.supervisor(name)] if name else [s for s in self._supervisors.values() if s.config.enabled]
+        errors: list[MCPMuxError] = []
+
+        async def one(supervisor: Supervisor) -> None:
+            try:
+                await supervisor.relist()
+            except MCPMuxError as exc:  # collected: one server's failure must not stop the others' refresh
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for supervisor in targets:
+                tg.start_soon(one, supervisor)
+        if name and errors:
+            raise errors[0]
+
+    @asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[MemoryObjectReceiveStream[Event]]:
+        """Events (``StateChanged``, ``ListChanged``) as they happen."""
+        async with self.events.subscribe() as stream:
+            yield stream
+
+    # -- callbacks -----------------------------------------------------------------------------
+
+    def _wrap_callbacks(self, user: ClientCallbacks) -> ClientCallbacks:
+        async def on_list_changed(server: str, kind: ListKind) -> None:
+            supervisor = self._supervisors.get(server)
+            if supervisor is not None:
+                supervisor.notify_list_changed(kind)
+            if user.on_list_changed is not None:
+                await user.on_list_changed(server, kind)
+
+        return ClientCallbacks(
+            sampling=user.sampling,
+            elicitation=user.elicitation,
+            roots=user.roots,
+            on_log=user.on_log,
+            on_list_changed=on_list_changed,
+            on_resource_updated=user.on_resource_updated,
+            on_progress=user.on_progress,
+        )
+
+
+def _open_catalog(catalog: Catalog | Path | bool) -> Catalog | None:
+    if catalog is False:
+        return None
+    if catalog is True:
+        return Catalog()
+    if isinstance(catalog, Path):
+        return Catalog(catalog)
+    return catalog
+
+
+def _status(supervisor: Supervisor, tools: int) -> ServerStatus:
+    connection = supervisor.connection
+    info = connection.info if connection is not None else None
+    peer = info.server_info if info is not None else None
+    return ServerStatus(
+        name=supervisor.name,
+        type=supervisor.config.type,
+        state=supervisor.state,
+        reason=supervisor.reason,
+        target=supervisor.describe_target(),
+        pid=info.pid if info is not None else None,
+        tools=tools,
+        restarts=supervisor.restarts,
+        last_error=str(supervisor.last_error) if supervisor.last_error is not None else None,
+        protocol_version=info.protocol_version if info is not None else None,
+        server_info=f"{peer.name} {peer.version}" if peer is not None else None,
+        history=tuple(supervisor.history),
+    )
+
+
+def _resource_as_tool_result(result: types.ReadResourceResult) -> types.CallToolResult:
+    blocks: list[types.ContentBlock] = [types.EmbeddedResource(type="resource", resource=c) for c in result.contents]
+    return types.CallToolResult(content=blocks)
+
+
+def _prompt_as_tool_result(result: types.GetPromptResult) -> types.CallToolResult:
+    lines = [f"# {result.description}"] if result.description else []
+    for message in result.messages:
+        content = message.content
+        text = content.text if isinstance(content, types.TextContent) else f"[{content.type}]"
+        lines.append(f"{message.role}: {text}")
+    return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(lines))])

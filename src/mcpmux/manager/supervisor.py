@@ -1,0 +1,372 @@
+"""One supervisor per server: its connection's life, states, reconnects, call slots and lists.
+
+The supervisor's ``run`` loop is the only task that opens and closes the server's connection
+(a :class:`Connection` must be entered and left by one task). Callers ask for a live connection
+with :meth:`Supervisor.connection_for_call`, which starts the server on demand (lazy start, or a
+restart after a crash) and fails fast while the circuit breaker is open.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from mcpmux.config.models import ServerConfig, Settings
+from mcpmux.connection import ClientCallbacks, Connection
+from mcpmux.errors import (
+    AuthRequired,
+    Busy,
+    CommandNotFound,
+    ConfigError,
+    ConnectionClosed,
+    MCPMuxError,
+    MCPTimeoutError,
+    ProtocolVersionMismatch,
+    ServerUnavailable,
+)
+from mcpmux.manager.backoff import CircuitBreaker, backoff_delay
+from mcpmux.manager.events import EventHub, ListChanged, StateChanged
+from mcpmux.manager.models import ServerState, Transition
+from mcpmux.manager.registry import Registry, ServerCatalog
+
+__all__ = ["HEALTHY_UPTIME_S", "ConnectionFactory", "Supervisor"]
+
+logger = logging.getLogger(__name__)
+
+ConnectionFactory = Callable[[ServerConfig, Settings, ClientCallbacks], Connection]
+ListsStored = Callable[[ServerConfig, ServerCatalog, Connection], None]
+
+HEALTHY_UPTIME_S = 60.0
+RELIST_DEBOUNCE_S = 0.05
+HISTORY_LIMIT = 50
+# Failures that another attempt cannot fix: wait for the user (or the next call) instead of retrying.
+_PERMANENT = (CommandNotFound, AuthRequired, ProtocolVersionMismatch, ConfigError)
+
+
+def _default_factory(server: ServerConfig, settings: Settings, callbacks: ClientCallbacks) -> Connection:
+    return Connection(server, settings, callbacks=callbacks)
+
+
+class Supervisor:
+    """Keeps one server connected (or says precisely why it is not)."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        settings: Settings,
+        *,
+        callbacks: ClientCallbacks,
+        registry: Registry,
+        events: EventHub,
+        connect_limiter: anyio.CapacityLimiter,
+        on_lists: ListsStored | None = None,
+        factory: ConnectionFactory | None = None,
+    ) -> None:
+        self.config, self.settings, self.name = config, settings, config.name
+        self._callbacks, self._registry, self._events = callbacks, registry, events
+        self._connect_limiter, self._on_lists = connect_limiter, on_lists
+        self._factory = factory or _default_factory
+        self.state = ServerState.CONFIGURED if config.enabled else ServerState.DISABLED
+        self.reason = "configured" if config.enabled else "disabled in the configuration"
+        self.history: deque[Transition] = deque([Transition(time.time(), self.state, self.reason)], HISTORY_LIMIT)
+        self.connection: Connection | None = None
+        self.last_error: MCPMuxError | None = None
+        self.connected_at: float | None = None
+        self.connects = 0
+        self._want = False
+        self._stopping = False
+        self._restart = False
+        self._wake = anyio.Event()
+        self._attempt_done = anyio.Event()
+        self._interrupt = anyio.Event()
+        self._relist = anyio.Event()
+        self._relist_kinds: set[str] = set()
+        self._calls = anyio.CapacityLimiter(settings.max_concurrent_calls)
+        self._waiting = 0
+        self.breaker = CircuitBreaker()
+
+    # -- what the manager asks -------------------------------------------------------------
+
+    @property
+    def restarts(self) -> int:
+        """How many times the server was connected again after its first connection."""
+        return max(self.connects - 1, 0)
+
+    def is_stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping
+
+    @property
+    def wanted(self) -> bool:
+        """Whether a connection is wanted now (the loop is connecting or will)."""
+        return self._want
+
+    def want(self) -> None:
+        """Ask for a live connection: start now, or cut a reconnect wait short."""
+        if self.state is not ServerState.DISABLED:
+            self._want = True
+            self._wake.set()
+
+    def restart(self) -> None:
+        """Close the connection (if any) and connect again at once."""
+        self._restart = True
+        self._interrupt.set()
+        self.want()
+
+    def stop(self) -> None:
+        """End the run loop; the connection is closed by the loop's own task."""
+        self._stopping = True
+        self._interrupt.set()
+        self._wake.set()
+
+    def notify_list_changed(self, kind: str) -> None:
+        """A ``list_changed`` notification arrived: re-list ``kind`` soon (bursts are coalesced)."""
+        self._relist_kinds.add(kind)
+        self._relist.set()
+
+    async def relist(self) -> None:
+        """Connect if needed and list everything the server offers again."""
+        connection = await self.connection_for_call()
+        await self._refresh(connection, None)
+
+    async def wait_attempt(self) -> None:
+        """Wait until the current (or next) connect attempt has finished, success or not."""
+        await self._attempt_done.wait()
+
+    # -- calls --------------------------------------------------------------------------------
+
+    async def connection_for_call(self) -> Connection:
+        """A live connection, starting the server if needed.
+
+        Raises:
+            ServerUnavailable: disabled, or the circuit breaker is open.
+            MCPTimeoutError: no connection within the connect timeout.
+            TransportError: the start failed (the evidence of the last attempt).
+        """
+        if self.state is ServerState.DISABLED:
+            raise ServerUnavailable(self.name, "disabled in the configuration")
+        limit = self.config.effective_connect_timeout_s(self.settings) + 1.0
+        try:
+            with anyio.fail_after(limit):
+                return await self._await_connection()
+        except MCPMuxError:
+            raise
+        except TimeoutError as exc:
+            raise MCPTimeoutError(self.name, "connect", limit) from exc
+
+    async def _await_connection(self) -> Connection:
+        while True:
+            connection = self.connection
+            if connection is not None and connection.is_connected:
+                return connection
+            self._raise_if_open()
+            done = self._attempt_done
+            self.want()
+            await done.wait()
+            if self.connection is None and self.last_error is not None:
+                raise self.last_error.with_traceback(None)
+
+    def _raise_if_open(self) -> None:
+        retry_after = self.breaker.retry_after()
+        if retry_after is not None:
+            cause = f"circuit open after repeated failures (last: {self.last_error})"
+            raise ServerUnavailable(self.name, cause, retry_after_s=retry_after)
+
+    @asynccontextmanager
+    async def call_slot(self) -> AsyncIterator[None]:
+        """Hold one of the server's call slots; queue for one, or raise :class:`Busy` past the queue limit."""
+        if self._calls.available_tokens < 1 and self._waiting >= self.settings.max_queued_calls:
+            raise Busy(self.name, int(self._calls.borrowed_tokens), self._waiting)
+        self._waiting += 1
+        try:
+            await self._calls.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._calls.release()
+
+    # -- the run loop -----------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect whenever a connection is wanted; reconnect with backoff; stop when told."""
+        task_status.started()
+        attempt = 0
+        while not self.is_stopping():
+            if not self._want:
+                await self._sleep_until_woken(None)
+                continue
+            connected_for = await self._session()
+            if self.is_stopping():
+                break
+            if self._restart:
+                self._restart, attempt = False, 0
+                continue
+            if connected_for is not None and connected_for >= HEALTHY_UPTIME_S:
+                attempt = 0
+            attempt += 1
+            attempt = self._after_failure(attempt)
+            if attempt:
+                await self._sleep_until_woken(backoff_delay(attempt))
+        self._set(ServerState.CONFIGURED if self.config.enabled else ServerState.DISABLED, "stopped")
+        self._signal_attempt()
+
+    def _after_failure(self, attempt: int) -> int:
+        """Set the state after a failed or lost session; return the attempt number, or 0 to stop trying."""
+        error = self.last_error
+        reason = str(error) if error is not None else "connection closed"
+        retries = self.config.retry_attempts if self.config.retry_attempts is not None else self.settings.retry_attempts
+        auto = self.config.auto_reconnect if self.config.auto_reconnect is not None else self.settings.auto_reconnect
+        if isinstance(error, _PERMANENT) or not auto or attempt > retries:
+            self._want = False
+            state = ServerState.NEEDS_AUTH if isinstance(error, AuthRequired) else ServerState.FAILED
+            self._set(state, reason)
+            return 0
+        self._set(ServerState.DEGRADED, f"{reason} (reconnect attempt {attempt} of {retries})")
+        return attempt
+
+    async def _sleep_until_woken(self, delay: float | None) -> None:
+        wake = self._wake
+        with anyio.move_on_after(delay if delay is not None else float("inf")):
+            await wake.wait()
+        if wake.is_set():
+            self._wake = anyio.Event()
+
+    async def _session(self) -> float | None:
+        """Connect, serve until the connection ends; return seconds connected (``None``: never connected)."""
+        self._set(ServerState.STARTING, "connecting")
+        connection = self._factory(self.config, self.settings, self._callbacks)
+        try:
+            async with self._connect_limiter:
+                info = await connection.connect()
+            await self._refresh(connection, None)
+        except MCPMuxError as exc:
+            await self._close(connection)
+            self._record_failure(exc)
+            self._signal_attempt()
+            return None
+        started = time.monotonic()
+        self.connection, self.connected_at, self.last_error = connection, time.time(), None
+        self.connects += 1
+        self.breaker.record_success()
+        self._set(ServerState.CONNECTED, f"{info.describe} (protocol {info.protocol_version})")
+        self._signal_attempt()
+        try:
+            lost = await self._watch(connection)
+        finally:
+            self.connection = None
+            await self._close(connection)
+        if lost is not None and not self._stopping and not self._restart:
+            self._record_failure(lost)
+        return time.monotonic() - started
+
+    async def _close(self, connection: Connection) -> None:
+        # Connection.close shields and bounds itself; it must run in this task, which opened it.
+        await connection.close()
+
+    async def _watch(self, connection: Connection) -> MCPMuxError | None:
+        lost: list[MCPMuxError] = []
+        interrupt = self._interrupt
+        async with anyio.create_task_group() as tg:
+
+            async def until_closed() -> None:
+                lost.append(await connection.wait_closed() or ConnectionClosed(self.name, "connection closed"))
+                tg.cancel_scope.cancel()
+
+            async def until_interrupted() -> None:
+                await interrupt.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(until_closed)
+            tg.start_soon(until_interrupted)
+            tg.start_soon(self._relister, connection)
+            if self.settings.health_interval_ms:
+                tg.start_soon(self._health, connection, lost, tg.cancel_scope)
+        if interrupt.is_set():
+            self._interrupt = anyio.Event()
+        return lost[0] if lost else None
+
+    async def _health(self, connection: Connection, lost: list[MCPMuxError], scope: anyio.CancelScope) -> None:
+        interval = (self.settings.health_interval_ms or 0) / 1000
+        while True:
+            await anyio.sleep(interval)
+            try:
+                await connection.ping(timeout=min(interval, 10.0))
+            except MCPMuxError as exc:
+                lost.append(exc)
+                scope.cancel()
+                return
+
+    async def _relister(self, connection: Connection) -> None:
+        while True:
+            await self._relist.wait()
+            # A server may announce several changes at once (server-everything sends five).
+            await anyio.sleep(RELIST_DEBOUNCE_S)
+            self._relist = anyio.Event()
+            kinds, self._relist_kinds = self._relist_kinds, set()
+            try:
+                await self._refresh(connection, kinds)
+            except MCPMuxError as exc:
+                logger.warning("server %r: re-listing %s failed: %s", self.name, ", ".join(sorted(kinds)), exc)
+
+    async def _refresh(self, connection: Connection, kinds: set[str] | None) -> None:
+        """List what the server offers (only ``kinds`` if given) and update the registry."""
+        old = self._registry.catalog(self.name) or ServerCatalog()
+        everything = kinds is None
+        kinds = kinds or {"tools", "resources", "prompts"}
+        tools = tuple(await connection.list_tools()) if "tools" in kinds else old.tools
+        resources, templates = old.resources, old.templates
+        if "resources" in kinds:
+            resources = tuple(await connection.list_resources())
+            templates = tuple(await connection.list_resource_templates())
+        prompts = tuple(await connection.list_prompts()) if "prompts" in kinds else old.prompts
+        new = ServerCatalog(tools, resources, templates, prompts)
+        self._registry.update(self.name, new)
+        if self._on_lists is not None:
+            self._on_lists(self.config, new, connection)
+        if not everything:
+            for kind, before, after in (("tools", old.tools, tools), ("resources", old.resources, resources)):
+                if before != after:
+                    self._events.publish(ListChanged(self.name, kind))
+            if old.prompts != prompts:
+                self._events.publish(ListChanged(self.name, "prompts"))
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def _record_failure(self, exc: MCPMuxError) -> None:
+        self.last_error = exc
+        self.breaker.record_failure()
+        # INFO, not WARNING: the failure is kept in the state and published as an event; the
+        # faces decide how loudly to report it.
+        logger.info("%s", exc)
+
+    def _signal_attempt(self) -> None:
+        self._attempt_done.set()
+        self._attempt_done = anyio.Event()
+
+    def _set(self, state: ServerState, reason: str) -> None:
+        old = self.state
+        self.state, self.reason = state, reason
+        self.history.append(Transition(time.time(), state, reason))
+        if old is not state:
+            self._events.publish(StateChanged(self.name, old, state, reason))
+
+    def describe_target(self) -> str:
+        """The pid and command of a running child, or the URL / in-process description."""
+        connection = self.connection
+        if connection is not None:
+            return connection.info.describe
+        config: Any = self.config
+        if getattr(config, "url", None):
+            return str(config.url)
+        if getattr(config, "command", None):
+            return " ".join([config.command, *config.args])
+        return f"builtin {getattr(config, 'kind', config.name)}"
