@@ -13,17 +13,31 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "AuthRequired": "mcpmux.errors",
+    "Busy": "mcpmux.errors",
+    "ClientCallbacks": "mcpmux.connection",
     "CommandNotFound": "mcpmux.errors",
     "Config": "mcpmux.config",
     "ConfigError": "mcpmux.errors",
     "ConnectFailed": "mcpmux.errors",
+    "Connection": "mcpmux.connection",
+    "MCPClient": "mcpmux.manager",
+    "MCPManager": "mcpmux.manager",
     "MCPMuxError": "mcpmux.errors",
     "MCPTimeoutError": "mcpmux.errors",
+    "Manager": "mcpmux.manager",
+    "NameTable": "mcpmux.naming",
     "ServerConfig": "mcpmux.config",
     "ServerError": "mcpmux.errors",
     "ServerExited": "mcpmux.errors",
+    "ServerState": "mcpmux.manager",
+    "ServerStatus": "mcpmux.manager",
+    "ServerUnavailable": "mcpmux.errors",
     "Settings": "mcpmux.config",
+    "ToolBridge": "mcpmux.bridge",
     "ToolError": "mcpmux.errors",
+    "ToolInfo": "mcpmux.manager",
+    "ToolNotFound": "mcpmux.errors",
+    "ToolResult": "mcpmux.connection",
     "TransportError": "mcpmux.errors",
     "load_config": "mcpmux.config",
 }
@@ -31,9 +45,23 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 if TYPE_CHECKING:
-    from mcpmux.config import Config, ServerConfig, Settings, load_config
+    from mcpmux.bridge import (
+        ToolBridge,
+    )
+    from mcpmux.config import (
+        Config,
+        ServerConfig,
+        Settings,
+        load_config,
+    )
+    from mcpmux.connection import (
+        ClientCallbacks,
+        Connection,
+        ToolResult,
+    )
     from mcpmux.errors import (
         AuthRequired,
+        Busy,
         CommandNotFound,
         ConfigError,
         ConnectFailed,
@@ -41,8 +69,21 @@ if TYPE_CHECKING:
         MCPTimeoutError,
         ServerError,
         ServerExited,
+        ServerUnavailable,
         ToolError,
+        ToolNotFound,
         TransportError,
+    )
+    from mcpmux.manager import (
+        MCPClient,
+        MCPManager,
+        Manager,
+        ServerState,
+        ServerStatus,
+        ToolInfo,
+    )
+    from mcpmux.naming import (
+        NameTable,
     )
 
 
