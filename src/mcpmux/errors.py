@@ -26,7 +26,12 @@ from the builtin :class:`TimeoutError`.
     ├── ToolNotFound                   no tool (resource, prompt) has that name; closest names given (exit 1)
     ├── NameCollision                  two tools map to one provider name (exit 2)
     ├── ServerUnavailable              the server is failed, disabled or its circuit is open (exit 3)
-    └── Busy                           too many calls queued for one server (exit 1)
+    ├── Busy                           too many calls queued for one server (exit 1)
+    └── PolicyError                    the guard refused a call (exit 1)
+        ├── ToolDenied                 an allow/deny rule forbids the tool
+        ├── ApprovalDenied             approval was required and not given
+        └── ToolQuarantined            the tool's definition changed, is unapproved or looks poisoned
+            └── ToolDefinitionChanged  the definition differs from its pin (a diff is attached)
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "ApprovalDenied",
     "AuthRequired",
     "Busy",
     "CommandNotFound",
@@ -52,14 +58,18 @@ __all__ = [
     "MCPTimeoutError",
     "MessageTooLarge",
     "NameCollision",
+    "PolicyError",
     "ProtocolError",
     "ProtocolVersionMismatch",
     "ServerError",
     "ServerExited",
     "ServerNotConfigured",
     "ServerUnavailable",
+    "ToolDefinitionChanged",
+    "ToolDenied",
     "ToolError",
     "ToolNotFound",
+    "ToolQuarantined",
     "TransportError",
     "exit_code_for",
 ]
@@ -333,6 +343,52 @@ class Busy(MCPMuxError):
         self.server, self.in_flight, self.queued = server, in_flight, queued
 
 
+class PolicyError(MCPMuxError):
+    """The guard refused a call; ``tool`` is the canonical name."""
+
+    def __init__(self, tool: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.tool = tool
+
+
+class ToolDenied(PolicyError):
+    """An allow/deny rule forbids the tool; ``rule`` names it."""
+
+    def __init__(self, tool: str, rule: str) -> None:
+        super().__init__(
+            tool, f"tool {tool!r} is denied by {rule}", hint="change allowed_tools/denied_tools to allow it"
+        )
+        self.rule = rule
+
+
+class ApprovalDenied(PolicyError):
+    """Approval was required and was not given (declined, or no one could be asked)."""
+
+    def __init__(self, tool: str, reason: str, *, hint: str | None = None) -> None:
+        super().__init__(tool, f"call to {tool!r} was not approved: {reason}", hint=hint)
+        self.reason = reason
+
+
+class ToolQuarantined(PolicyError):
+    """The tool is held back until a person approves it (``mcpmux approve``)."""
+
+    def __init__(self, tool: str, reason: str) -> None:
+        super().__init__(
+            tool,
+            f"tool {tool!r} is quarantined: {reason}",
+            hint=f"review it with `mcpmux pins`, then approve it with `mcpmux approve {tool}`",
+        )
+        self.reason = reason
+
+
+class ToolDefinitionChanged(ToolQuarantined):
+    """The tool's definition differs from the pinned one; ``diff`` shows how."""
+
+    def __init__(self, tool: str, diff: str) -> None:
+        super().__init__(tool, f"its definition changed since it was pinned:\n{diff}")
+        self.diff = diff
+
+
 _EXIT_CODES: dict[type[BaseException], int] = {
     ConfigError: EXIT_USAGE,
     AuthRequired: EXIT_AUTH,
@@ -345,6 +401,7 @@ _EXIT_CODES: dict[type[BaseException], int] = {
     NameCollision: EXIT_USAGE,
     ServerUnavailable: EXIT_UNREACHABLE,
     Busy: EXIT_FAILED,
+    PolicyError: EXIT_FAILED,
     MCPMuxError: EXIT_FAILED,
     KeyboardInterrupt: EXIT_INTERRUPTED,
 }

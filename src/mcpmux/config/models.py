@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_MS",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_TIMEOUT_MS",
+    "ApprovalRule",
     "BuiltinServerConfig",
     "Config",
     "LLMConfig",
@@ -59,12 +60,25 @@ class SandboxConfig(_Frozen):
     required: bool = True
 
 
+class ApprovalRule(_Frozen):
+    """One approval rule: tools matching ``tools`` (a glob over canonical names), and whose
+    arguments match every glob in ``arguments`` (compared with the value as text), get ``action``.
+
+    Example: ``{tools: "fs:write_*", arguments: {path: "/tmp/*"}, action: allow}``.
+    """
+
+    tools: str
+    arguments: dict[str, str] = Field(default_factory=dict)
+    action: Literal["allow", "ask", "deny"]
+
+
 class ServerSecurity(_Frozen):
     """Per-server policy; the same keys as the global block, all optional."""
 
     require_approval: bool | tuple[str, ...] | None = None
     allowed_tools: tuple[str, ...] | None = None
     denied_tools: tuple[str, ...] | None = None
+    approval_rules: tuple[ApprovalRule, ...] = ()
     sandbox: SandboxConfig | None = None
 
 
@@ -74,6 +88,7 @@ class SecurityConfig(_Frozen):
     require_approval: bool | tuple[str, ...] = False
     allowed_tools: tuple[str, ...] | None = None
     denied_tools: tuple[str, ...] = ()
+    approval_rules: tuple[ApprovalRule, ...] = ()
     pinning: PinningMode = "tofu"
     sandbox: SandboxConfig = SandboxConfig()
 

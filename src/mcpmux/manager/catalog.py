@@ -11,11 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -26,6 +22,7 @@ from pydantic import BaseModel, SecretStr, TypeAdapter
 
 from mcpmux.config.models import ServerConfig
 from mcpmux.config.paths import data_dir
+from mcpmux.storage import Database
 
 __all__ = ["CATALOG_FILE", "SCHEMA_VERSION", "Catalog", "CatalogEntry", "fingerprint"]
 
@@ -33,7 +30,6 @@ logger = logging.getLogger(__name__)
 
 CATALOG_FILE = "catalog.db"
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT_MS = 5_000
 _FINGERPRINT_DOMAIN = "mcpmux-catalog-v1"
 
 _SCHEMA = """
@@ -105,14 +101,14 @@ class Catalog:
         path: the SQLite file (``":memory:"`` for a private one); ``<data dir>/catalog.db`` by default.
 
     The connection opens on first use and is shared by threads under a lock; :meth:`close` (or
-    leaving the ``with`` block) closes it. An unreadable file is moved aside to ``*.corrupt`` and
-    replaced (logged as a warning); other ``sqlite3.Error`` (permissions, disk full) propagate.
+    leaving the ``with`` block) closes it. Being a cache, an unreadable file is moved aside to
+    ``*.corrupt`` and replaced (logged as a warning); other ``sqlite3.Error`` (permissions, disk full)
+    propagate.
     """
 
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = path if path is not None else data_dir() / CATALOG_FILE
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        self._db = Database(self.path, _SCHEMA, SCHEMA_VERSION, disposable=True)
 
     def __enter__(self) -> Catalog:
         return self
@@ -124,10 +120,7 @@ class Catalog:
 
     def close(self) -> None:
         """Close the connection (a later call opens it again)."""
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        self._db.close()
 
     def store(self, server: str, fingerprint: str, entry: CatalogEntry) -> None:
         """Replace the row of ``server`` with ``entry`` under ``fingerprint``."""
@@ -143,27 +136,26 @@ class Catalog:
             entry.protocol_version,
             entry.instructions,
         )
-        with self._write() as db:
+        with self._db.write() as db:
             db.execute(
                 f"INSERT OR REPLACE INTO catalog (server, fingerprint, {_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", row
             )
 
     def load(self, server: str, fingerprint: str) -> CatalogEntry | None:
         """The entry of ``server`` if it was stored under ``fingerprint``; a stale row is deleted."""
-        with self._lock:
-            db = self._connect()
+        with self._db.read() as db:
             row = db.execute(f"SELECT fingerprint, {_COLUMNS} FROM catalog WHERE server = ?", (server,)).fetchone()
         if row is None:
             return None
         if row[0] != fingerprint:
-            with self._write() as db:
+            with self._db.write() as db:
                 db.execute("DELETE FROM catalog WHERE server = ? AND fingerprint = ?", (server, row[0]))
             return None
         return _entry(row[1:])
 
     def invalidate(self, server: str | None = None) -> None:
         """Forget ``server``'s entry, or every entry."""
-        with self._write() as db:
+        with self._db.write() as db:
             if server is None:
                 db.execute("DELETE FROM catalog")
             else:
@@ -171,74 +163,9 @@ class Catalog:
 
     def servers(self) -> list[str]:
         """The servers with a stored entry (whatever their fingerprint), sorted."""
-        with self._lock:
-            rows = self._connect().execute("SELECT server FROM catalog ORDER BY server").fetchall()
+        with self._db.read() as db:
+            rows = db.execute("SELECT server FROM catalog ORDER BY server").fetchall()
         return [name for (name,) in rows]
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            db = self._connect()
-            # IMMEDIATE takes the write lock at once, so a concurrent writer waits (busy timeout)
-            # instead of failing later when a read lock cannot be upgraded.
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._db is None:
-            self._db = _open(self.path)
-        return self._db
-
-
-def _open(path: Path | str) -> sqlite3.Connection:
-    if str(path) == ":memory:":
-        return _connect(":memory:")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        return _connect(str(path))
-    except sqlite3.DatabaseError as exc:
-        if "not a database" not in str(exc) and "malformed" not in str(exc):
-            raise
-        # Only a cache: keep the broken file aside for inspection and start a new one.
-        aside = path.with_name(path.name + ".corrupt")
-        logger.warning("catalog %s is unreadable (%s); moved to %s and starting afresh", path, exc, aside)
-        path.replace(aside)
-        return _connect(str(path))
-
-
-def _connect(target: str) -> sqlite3.Connection:
-    # Autocommit mode: transactions are explicit; check_same_thread off because a lock guards use.
-    db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
-    try:
-        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
-        _migrate(db)
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
-def _migrate(db: sqlite3.Connection) -> None:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        (version,) = db.execute("PRAGMA user_version").fetchone()
-        if version != SCHEMA_VERSION:
-            # A cache: rows of another layout are dropped, not converted.
-            db.execute("DROP TABLE IF EXISTS catalog")
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        db.execute(_SCHEMA)
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 def _entry(row: tuple[Any, ...]) -> CatalogEntry:

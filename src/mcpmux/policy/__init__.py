@@ -1,0 +1,26 @@
+"""Guard: allow/deny, approval, pinned tool definitions, the poisoning scanner, audit."""
+
+from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, Approver
+from mcpmux.policy.audit import AuditLog, AuditRow
+from mcpmux.policy.guard import Exposure, Guard, Suspicion
+from mcpmux.policy.pins import Pin, PinBook, definition_hash
+from mcpmux.policy.rules import Decision, Rules
+from mcpmux.policy.store import StateStore
+
+__all__ = [
+    "Answer",
+    "ApprovalRequest",
+    "Approvals",
+    "Approver",
+    "AuditLog",
+    "AuditRow",
+    "Decision",
+    "Exposure",
+    "Guard",
+    "Pin",
+    "PinBook",
+    "Rules",
+    "StateStore",
+    "Suspicion",
+    "definition_hash",
+]

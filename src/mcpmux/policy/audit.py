@@ -1,0 +1,125 @@
+"""The audit log: one row for every call from any face, with secrets redacted.
+
+A row says when, from which face and caller, what was called (with an argument digest and the
+redacted arguments), what the policy decided and by which rule, how long it took, how it ended and
+how large the result was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mcpmux.config.display import MASK, redact
+from mcpmux.policy.store import StateStore
+
+__all__ = ["AuditLog", "AuditRow", "argument_digest", "redact_arguments"]
+
+# Argument names whose values are secrets whatever they contain.
+_SECRET_KEY = re.compile(r"(pass(word|phrase)?|secret|token|api[_-]?key|auth(orization)?|credential|cookie)", re.I)
+
+
+def argument_digest(arguments: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of the arguments: equal calls have equal digests."""
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def redact_arguments(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` with secret-named keys masked and every known secret value replaced by ``****``."""
+    secrets = tuple(secrets)
+    if isinstance(value, Mapping):
+        return {k: MASK if _SECRET_KEY.search(str(k)) else redact_arguments(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_arguments(v, secrets) for v in value]
+    if isinstance(value, str):
+        return redact(value, secrets)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One audited call."""
+
+    id: int
+    at: float
+    face: str
+    caller: str | None
+    server: str
+    tool: str
+    name: str
+    args_digest: str
+    args: Any
+    decision: str
+    rule: str
+    duration_ms: float | None
+    outcome: str
+    error: str | None
+    result_bytes: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as JSON-ready data (the ``mcpmux audit --json`` schema)."""
+        return {field: getattr(self, field) for field in self.__dataclass_fields__}
+
+
+class AuditLog:
+    """Appends and queries audit rows in the state database."""
+
+    def __init__(self, store: StateStore, secrets: Iterable[str] = ()) -> None:
+        self._store, self._secrets = store, tuple(secrets)
+
+    def record(
+        self,
+        *,
+        face: str,
+        caller: str | None,
+        server: str,
+        tool: str,
+        name: str,
+        arguments: Mapping[str, Any],
+        decision: str,
+        rule: str,
+        duration_ms: float | None,
+        outcome: str,
+        error: str | None = None,
+        result_bytes: int | None = None,
+    ) -> None:
+        """Append one row; arguments are digested, then stored redacted."""
+        args = json.dumps(redact_arguments(arguments, self._secrets), ensure_ascii=False, default=str)
+        row = (
+            time.time(), face, caller, server, tool, name, argument_digest(arguments), args, decision, rule,
+            duration_ms, outcome, redact(error, self._secrets) if error else None, result_bytes,
+        )  # fmt: skip
+        with self._store.write() as db:
+            db.execute(
+                "INSERT INTO audit (at, face, caller, server, tool, name, args_digest, args, decision, rule,"
+                " duration_ms, outcome, error, result_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                row,
+            )
+
+    def query(
+        self, *, since: float | None = None, server: str | None = None, tool: str | None = None, limit: int = 200
+    ) -> list[AuditRow]:
+        """The newest rows first, filtered by time (epoch seconds), server and tool."""
+        where, params = ["1=1"], []
+        for clause, value in (("at >= ?", since), ("server = ?", server), ("tool = ?", tool)):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        sql = f"SELECT * FROM audit WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?"
+        with self._store.read() as db:
+            rows = db.execute(sql, (*params, limit)).fetchall()
+        return [_row(r) for r in rows]
+
+
+def _row(row: tuple[Any, ...]) -> AuditRow:
+    id_, at, face, caller, server, tool, name, digest, args, decision, rule, duration, outcome, error, size = row
+    return AuditRow(
+        id_, at, face, caller, server, tool, name, digest, json.loads(args), decision, rule, duration, outcome,
+        error, size,
+    )  # fmt: skip

@@ -1,0 +1,252 @@
+"""The guard: the one path from every face to a server, with policy and audit on the way.
+
+::
+
+    guard = Guard(manager, face="cli", approver=ask_in_terminal)
+    guard.tools()                                # only what may be listed: not denied, not quarantined
+    await guard.call_tool("fs:write_file", args) # rules -> pin -> approval -> call -> audit row
+
+Faces never call the manager directly; a tool that is denied, quarantined or not approved never
+reaches its server, and every attempt, refused or not, leaves an audit row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.dispatcher import ProgressFnT
+
+from mcpmux.errors import ApprovalDenied, MCPMuxError, ToolDefinitionChanged, ToolDenied, ToolQuarantined
+from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
+from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, Approver
+from mcpmux.policy.audit import AuditLog
+from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash
+from mcpmux.policy.rules import Decision, Rules
+from mcpmux.policy.store import StateStore
+
+__all__ = ["Exposure", "Guard", "Suspicion"]
+
+Suspicion = Callable[[ToolInfo, Sequence[ToolInfo]], str | None]
+"""Returns why a tool looks poisoned (a high-severity scanner finding), or ``None``."""
+
+NO_APPROVER_HINT = (
+    "run the command in a terminal to answer the prompt, or allow the tool in the configuration: "
+    "security.approval_rules [{tools: NAME, action: allow}] or require_approval: false"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """Whether a tool is listed, and if not, why (``denied`` or ``quarantined``)."""
+
+    tool: ToolInfo
+    exposed: bool
+    kind: str
+    reason: str
+    verdict: PinVerdict | None = None
+
+
+class Guard:
+    """Policy over a :class:`Manager`: allow/deny, pins, approval and audit for every call.
+
+    Args:
+        manager: the started manager.
+        face: who calls (``library``, ``cli``, ``chat``, ``gateway``, ``api``), for the audit log.
+        approver: asks a person; without one, a call that needs approval is refused with a hint.
+        store: the state database (pins, approvals, audit); the default file if ``None``.
+        project: the project whose remembered approvals apply (the current directory by default).
+        suspicion: flags poisoned tool definitions; a flagged tool is quarantined.
+    """
+
+    def __init__(
+        self,
+        manager: Manager,
+        *,
+        face: str = "library",
+        approver: Approver | None = None,
+        store: StateStore | None = None,
+        project: Path | str | None = None,
+        suspicion: Suspicion | None = None,
+    ) -> None:
+        config = manager.config
+        self.manager, self.face, self.approver = manager, face, approver
+        self.store = store or StateStore()
+        self.rules = Rules(config.security, {s.name: s for s in config.servers})
+        self.pins = PinBook(self.store, config.security.pinning)
+        self.audit = AuditLog(self.store, config.secret_values)
+        self.approvals = Approvals(self.store, project)
+        self._suspicion = suspicion
+        self._exposures: dict[tuple[str, str, str], Exposure] = {}
+
+    # -- what may be seen --------------------------------------------------------------------
+
+    def tools(self, server: str | None = None) -> list[ToolInfo]:
+        """The tools that may be listed and called: not denied, not quarantined."""
+        return [e.tool for e in self.exposures(server) if e.exposed]
+
+    def withheld(self, server: str | None = None) -> list[Exposure]:
+        """The tools held back, with the reason (denied by a rule, or quarantined)."""
+        return [e for e in self.exposures(server) if not e.exposed]
+
+    def exposures(self, server: str | None = None) -> list[Exposure]:
+        """Every tool with its exposure verdict."""
+        tools = self.manager.tools(server)
+        everyone = self.manager.tools() if server is not None else tools
+        return [self._exposure(tool, everyone) for tool in tools]
+
+    def _exposure(self, tool: ToolInfo, everyone: Sequence[ToolInfo]) -> Exposure:
+        key = (tool.server, tool.tool, definition_hash(tool))
+        cached = self._exposures.get(key)
+        if cached is not None:
+            return cached
+        listing = self.rules.listing(tool)
+        if listing.action == "deny":
+            exposure = Exposure(tool, False, "denied", listing.rule)
+        else:
+            suspicious = self._suspicion(tool, everyone) if self._suspicion is not None else None
+            verdict = self.pins.check(tool, suspicious=suspicious)
+            exposure = Exposure(
+                tool, verdict.exposed, "ok" if verdict.exposed else "quarantined", verdict.reason, verdict
+            )
+        self._exposures[key] = exposure
+        return exposure
+
+    def approve(self, server: str, tool: str | None = None) -> int:
+        """Approve the quarantined or unapproved definitions of ``server`` (or one tool); return how many."""
+        approved = self.pins.approve(server, tool)
+        self._exposures.clear()
+        return len(approved)
+
+    def resources(self, server: str | None = None) -> list[ResourceInfo]:
+        """Every resource and template (of ``server`` if given)."""
+        return self.manager.resources(server)
+
+    def prompts(self, server: str | None = None) -> list[PromptInfo]:
+        """Every prompt (of ``server`` if given)."""
+        return self.manager.prompts(server)
+
+    def status(self) -> list[ServerStatus]:
+        """The state of every server."""
+        return self.manager.status()
+
+    # -- calls -----------------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        caller: str | None = None,
+        timeout: float | None = None,
+        on_progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
+        """Call ``name`` if the policy allows it (asking when it says so), and audit the attempt.
+
+        Raises:
+            ToolNotFound: no such tool.
+            ToolDenied: an allow/deny rule forbids it.
+            ToolQuarantined, ToolDefinitionChanged: its definition is held back until approved.
+            ApprovalDenied: approval was needed and not given.
+            MCPMuxError: the call itself failed (see :meth:`Manager.call_tool`).
+        """
+        args = dict(arguments or {})
+        tool = self.manager.registry.resolve_tool(name)
+        decision = await self._decide(tool, args, caller)
+        return await self._run(tool, args, caller, decision, self.manager.call_tool(
+            name, args, timeout=timeout, on_progress=on_progress
+        ))  # fmt: skip
+
+    async def _decide(self, tool: ToolInfo, args: dict[str, Any], caller: str | None) -> Decision:
+        decision = self.rules.call(tool, args)
+        if decision.action == "deny":
+            self._refused(tool, args, caller, "denied", decision.rule)
+            raise ToolDenied(tool.name, decision.rule)
+        exposure = self._exposure(tool, self.manager.tools())
+        if not exposure.exposed:
+            self._refused(tool, args, caller, "quarantined", exposure.reason)
+            pin = exposure.verdict.pin if exposure.verdict else None
+            if pin is not None and pin.pending_hash is not None:
+                raise ToolDefinitionChanged(tool.name, pin.diff())
+            raise ToolQuarantined(tool.name, exposure.reason)
+        if decision.action == "ask":
+            return await self._ask(tool, args, caller, decision)
+        return decision
+
+    async def _ask(self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision) -> Decision:
+        if self.approvals.remembered(tool.server, tool.tool):
+            return Decision("allow", f"remembered approval ({decision.rule})")
+        if self.approver is None:
+            self._refused(tool, args, caller, "denied", f"{decision.rule}: no one to ask")
+            raise ApprovalDenied(
+                tool.name, f"{decision.rule} requires approval and no one can be asked", hint=NO_APPROVER_HINT
+            )
+        request = ApprovalRequest(
+            tool.name, tool.server, tool.tool, args, decision.rule, tool.description, tool.annotations or {}
+        )
+        answer = await self.approver(request)
+        if answer is Answer.NO:
+            self._refused(tool, args, caller, "denied", f"{decision.rule}: declined")
+            raise ApprovalDenied(tool.name, "declined")
+        if answer is Answer.ALWAYS_TOOL:
+            self.approvals.remember(tool.server, tool.tool)
+        elif answer is Answer.ALWAYS_SERVER:
+            self.approvals.remember(tool.server, None)
+        return Decision("ask", f"{decision.rule}: approved ({answer.value})")
+
+    async def _run(
+        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision, call: Any
+    ) -> types.CallToolResult:
+        started = time.monotonic()
+        label = "asked" if decision.action == "ask" else "allowed"
+
+        def audit(outcome: str, error: str | None = None, size: int | None = None) -> None:
+            elapsed = (time.monotonic() - started) * 1000
+            self.audit.record(
+                face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
+                decision=label, rule=decision.rule, duration_ms=elapsed, outcome=outcome, error=error,
+                result_bytes=size,
+            )  # fmt: skip
+
+        try:
+            result: types.CallToolResult = await call
+        except anyio.get_cancelled_exc_class():
+            audit("cancelled")
+            raise
+        except MCPMuxError as exc:
+            audit("error", str(exc))
+            raise
+        audit("tool-error" if result.is_error else "ok", size=len(result.model_dump_json(by_alias=True)))
+        return result
+
+    def _refused(self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: str, rule: str) -> None:
+        self.audit.record(
+            face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
+            decision=decision, rule=rule, duration_ms=None, outcome="refused",
+        )  # fmt: skip
+
+    async def read_resource(self, server: str, uri: str, *, caller: str | None = None) -> types.ReadResourceResult:
+        """Read ``uri`` from ``server`` under the rules of its ``server:read_resource`` tool, audited."""
+        namespace = self.manager.supervisor(server).config.namespace
+        result = await self.call_tool(
+            f"{namespace}:read_resource" if namespace else "read_resource", {"uri": uri}, caller=caller
+        )
+        contents = [b.resource for b in result.content if isinstance(b, types.EmbeddedResource)]
+        return types.ReadResourceResult(contents=contents)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None = None, *, caller: str | None = None
+    ) -> types.GetPromptResult:
+        """Render a prompt; prompts are not tools, so only allow/deny of ``server:get_prompt`` applies."""
+        prompt = self.manager.registry.resolve_prompt(name)
+        namespace = self.manager.supervisor(prompt.server).config.namespace
+        synthetic = f"{namespace}:get_prompt" if namespace else "get_prompt"
+        tool = next((t for t in self.manager.tools(prompt.server) if t.name == synthetic), None)
+        if tool is not None:
+            await self._decide(tool, {"name": prompt.prompt, "arguments": arguments or {}}, caller)
+        return await self.manager.get_prompt(name, arguments)

@@ -1,0 +1,132 @@
+"""SQLite files: one shared way to open, migrate, lock and write them.
+
+Every embedded database of mcpmux (the catalog cache, the state database of pins, approvals and
+audit rows, the content store) is a file in WAL mode with a busy timeout, opened lazily, shared by
+threads under a lock, with explicit ``BEGIN IMMEDIATE`` write transactions so a concurrent writer
+waits instead of failing when a read lock cannot be upgraded.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+__all__ = ["BUSY_TIMEOUT_MS", "Database"]
+
+logger = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 5000
+
+
+class Database:
+    """One SQLite file with a versioned schema.
+
+    Args:
+        path: the file, or ``":memory:"``.
+        schema: the ``CREATE TABLE IF NOT EXISTS ...`` statements of the current version.
+        version: the schema version (``PRAGMA user_version``).
+        disposable: a cache: an unreadable file is moved aside and a file of another version is
+            emptied. Otherwise both are errors, because the rows matter.
+    """
+
+    def __init__(self, path: Path | str, schema: str, version: int, *, disposable: bool) -> None:
+        self.path = path
+        self._schema, self._version, self._disposable = schema, version, disposable
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (a later use opens it again)."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for reads, under the lock."""
+        with self._lock:
+            yield self._connect()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside an immediate write transaction, under the lock."""
+        with self._lock:
+            db = self._connect()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        if str(self.path) == ":memory:":
+            return self._connect_to(":memory:")
+        path = Path(self.path)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            return self._connect_to(str(path))
+        except sqlite3.DatabaseError as exc:
+            unreadable = "not a database" in str(exc) or "malformed" in str(exc)
+            if not (unreadable and self._disposable):
+                raise
+            # Only a cache: keep the broken file aside for inspection and start a new one.
+            aside = path.with_name(path.name + ".corrupt")
+            logger.warning("%s is unreadable (%s); moved to %s and starting afresh", path, exc, aside)
+            path.replace(aside)
+            return self._connect_to(str(path))
+
+    def _connect_to(self, target: str) -> sqlite3.Connection:
+        # Autocommit mode: transactions are explicit; check_same_thread off because a lock guards use.
+        db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            if version not in (0, self._version):
+                if not self._disposable:
+                    raise sqlite3.DatabaseError(
+                        f"{self.path} has schema version {version}; this mcpmux knows version {self._version}"
+                    )
+                for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                    db.execute(f'DROP TABLE IF EXISTS "{table}"')
+            db.execute(f"PRAGMA user_version = {self._version}")
+            # Statement by statement: executescript() would commit the open transaction first.
+            for statement in self._schema.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
