@@ -22,12 +22,13 @@ def main(argv: list[str]) -> int:
         if wanted and short not in wanted and path.stem not in wanted:
             continue
         spec = importlib.util.spec_from_file_location(path.stem, path)
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         try:
             module.main()
-        except Exception as exc:  # one broken benchmark must not hide the others' figures
+        except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others' figures
             print(f"benchmark {path.stem} failed: {exc!r}", file=sys.stderr)
             failed += 1
     return 1 if failed else 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own HOME, XDG dirs and mcpmux state/data dirs: no test reads the user's."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
@@ -25,4 +24,4 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("MCPMUX_STATE_DIR", str(home / "mcpmux-state"))
     monkeypatch.setenv("MCPMUX_DATA_DIR", str(home / "mcpmux-data"))
     monkeypatch.delenv("MCPMUX_CONFIG", raising=False)
-    yield home
+    return home

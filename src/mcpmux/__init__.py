@@ -42,7 +42,37 @@ _EXPORTS: dict[str, str] = {
     "load_config": "mcpmux.config",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "AuthRequired",
+    "Busy",
+    "ClientCallbacks",
+    "CommandNotFound",
+    "Config",
+    "ConfigError",
+    "ConnectFailed",
+    "Connection",
+    "MCPClient",
+    "MCPManager",
+    "MCPMuxError",
+    "MCPTimeoutError",
+    "Manager",
+    "NameTable",
+    "ServerConfig",
+    "ServerError",
+    "ServerExited",
+    "ServerState",
+    "ServerStatus",
+    "ServerUnavailable",
+    "Settings",
+    "ToolBridge",
+    "ToolError",
+    "ToolInfo",
+    "ToolNotFound",
+    "ToolResult",
+    "TransportError",
+    "__version__",
+    "load_config",
+]
 
 if TYPE_CHECKING:
     from mcpmux.bridge import (
@@ -75,9 +105,9 @@ if TYPE_CHECKING:
         TransportError,
     )
     from mcpmux.manager import (
+        Manager,
         MCPClient,
         MCPManager,
-        Manager,
         ServerState,
         ServerStatus,
         ToolInfo,

@@ -19,7 +19,8 @@ MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 
 def _entry(name: str, peer: str, *extra: str) -> str:
     command, args = stdio_command(peer)
-    return f"    - {{name: {name}, type: stdio, command: {json.dumps(command)}, args: {json.dumps(args)}{''.join(extra)}}}\n"
+    fields = f"name: {name}, type: stdio, command: {json.dumps(command)}, args: {json.dumps(args)}{''.join(extra)}"
+    return f"    - {{{fields}}}\n"
 
 
 @pytest.fixture

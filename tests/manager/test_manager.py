@@ -111,18 +111,17 @@ async def test_resources_and_prompts_are_reachable_as_tools() -> None:
 async def test_calls_beyond_the_slots_and_the_queue_are_refused_as_busy() -> None:
     settings = Settings(max_concurrent_calls=1, max_queued_calls=0)
     with anyio.fail_after(10):
-        async with manager({"dyn": dynamic_server("dyn")}, settings=settings) as mux:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(mux.call_tool, "dyn:hang")
-                await anyio.wait_all_tasks_blocked()
-                with pytest.raises(Busy, match="1 calls running and 0 queued"):
-                    await mux.call_tool("dyn:add_tool", {"new_name": "x"})
-                tg.cancel_scope.cancel()
+        async with manager({"dyn": dynamic_server("dyn")}, settings=settings) as mux, anyio.create_task_group() as tg:
+            tg.start_soon(mux.call_tool, "dyn:hang")
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(Busy, match="1 calls running and 0 queued"):
+                await mux.call_tool("dyn:add_tool", {"new_name": "x"})
+            tg.cancel_scope.cancel()
 
 
 async def test_state_changes_are_recorded_with_reasons_and_published() -> None:
+    mux = manager({"one": echo_server("one", "t")}, start=False)
     with anyio.fail_after(10):
-        mux = manager({"one": echo_server("one", "t")}, start=False)
         async with mux, mux.subscribe() as events:
             assert mux.status()[0].state is ServerState.CONFIGURED
             await mux.refresh("one")

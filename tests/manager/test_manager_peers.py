@@ -57,7 +57,8 @@ def four_servers(everything_http: PeerServer, tmp_path: Path) -> Config:
 async def test_four_real_servers_are_listed_namespaced_and_routed(four_servers: Config, tmp_path: Path) -> None:
     with anyio.fail_after(60):
         async with Manager(four_servers, catalog=False) as mux:
-            assert {s.name: s.state for s in mux.status()} == dict.fromkeys(["ev", "evhttp", "fs", "time"], ServerState.CONNECTED)
+            states = {s.name: s.state for s in mux.status()}
+            assert states == dict.fromkeys(["ev", "evhttp", "fs", "time"], ServerState.CONNECTED)
             names = {t.name for t in mux.tools()}
             assert {"ev:echo", "evhttp:echo", "fs:read_text_file", "time:get_current_time"} <= names
             # The same tool on two servers: each call reaches its own server.

@@ -56,7 +56,7 @@ async def test_a_denied_tool_is_not_listed_and_never_reaches_the_server(store: S
         guard = Guard(manager, store=store)
         assert [t.name for t in guard.tools()] == ["fs:read_file"]
         assert [(e.tool.name, e.kind) for e in guard.withheld()] == [("fs:delete_file", "denied")]
-        with pytest.raises(ToolDenied, match="security.denied_tools 'fs:delete_\\*'"):
+        with pytest.raises(ToolDenied, match=r"security\.denied_tools 'fs:delete_\*'"):
             await guard.call_tool("fs:delete_file", {"path": "/x"})
     assert calls == []
     [row] = guard.audit.query()
