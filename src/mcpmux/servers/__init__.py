@@ -1,0 +1,76 @@
+"""mcpmux's built-in MCP servers, ``workspace`` and ``content_store``, on the SDK's ``MCPServer``.
+
+They import only the SDK and mcpmux's ground layer (config, errors, names), so any host can run
+them: in-process over memory streams (:func:`mcpmux.transports.inprocess.open_builtin`) or on
+stdio (:func:`run_stdio`, ``python -m mcpmux.servers KIND``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.servers.content_server import build_content_server
+from mcpmux.servers.content_store import ContentStore
+from mcpmux.servers.workspace import build_workspace_server
+from mcpmux.servers.workspace_context import SandboxHook
+
+__all__ = ["BUILTIN_KINDS", "ContentStore", "SandboxHook", "build_server", "normalize_kind", "run_stdio"]
+
+BUILTIN_KINDS = ("workspace", "content_store")
+
+
+def normalize_kind(kind: str) -> str:
+    """``kind`` as a canonical built-in name (``content-store`` -> ``content_store``).
+
+    Raises:
+        ConfigError: no built-in server has that name.
+    """
+    canonical = kind.strip().replace("-", "_")
+    if canonical not in BUILTIN_KINDS:
+        raise ConfigError(
+            ConfigProblem("<builtin>", "builtin", f"no built-in server {kind!r} (known: {', '.join(BUILTIN_KINDS)})")
+        )
+    return canonical
+
+
+def build_server(
+    kind: str,
+    *,
+    root: Path | None = None,
+    database: Path | None = None,
+    session_id: str | None = None,
+    sandbox: SandboxHook | None = None,
+) -> MCPServer[Any]:
+    """Build the built-in server ``kind`` (``workspace`` or ``content_store``/``content-store``).
+
+    Args:
+        kind: which server.
+        root: the directory the server's file access is confined to (default: the current directory).
+        database: the content store's SQLite file or ``":memory:"`` (default: ``data_dir()/content_store.db``).
+        session_id: gives a workspace session its own scratch directory.
+        sandbox: wraps the workspace's commands when the host's sandbox is on (no effect on content_store).
+
+    Raises:
+        ConfigError: unknown kind, a root that is not a directory, or a malformed session id.
+    """
+    canonical = normalize_kind(kind)
+    if canonical == "workspace":
+        return build_workspace_server(root, session_id=session_id, sandbox=sandbox)
+    return build_content_server(database, root=root)
+
+
+def run_stdio(kind: str, *, root: Path | None = None, database: Path | None = None) -> None:
+    """Serve the built-in server ``kind`` on stdin/stdout until stdin closes.
+
+    Stdout carries only MCP messages; logging goes wherever the caller configured it (never stdout).
+
+    Raises:
+        ConfigError: as :func:`build_server`.
+    """
+    server = build_server(kind, root=root, database=database)
+    anyio.run(server.run_stdio_async)

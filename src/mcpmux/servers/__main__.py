@@ -1,0 +1,34 @@
+"""``python -m mcpmux.servers KIND [--root DIR] [--database FILE]``: serve a built-in server on stdio."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from mcpmux.errors import ConfigError
+from mcpmux.servers import BUILTIN_KINDS, run_stdio
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments, log to stderr, and serve; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m mcpmux.servers", description=__doc__)
+    parser.add_argument("kind", choices=[*BUILTIN_KINDS, "content-store"], help="which built-in server")
+    parser.add_argument("--root", type=Path, default=None, help="directory to confine file access to")
+    parser.add_argument("--database", type=Path, default=None, help="content store SQLite file or :memory:")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG (to stderr)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.DEBUG if args.verbose else logging.WARNING)
+    try:
+        run_stdio(args.kind, root=args.root, database=args.database)
+    except ConfigError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
