@@ -221,3 +221,25 @@ class TestBadInput:
             load_file(write(tmp_path / "a.yaml", "- 1\n- 2\n"))
         with pytest.raises(ConfigError, match="not a recognised MCP configuration"):
             load_file(write(tmp_path / "b.json", '{"hello": 1}'))
+
+
+class TestSecretValues:
+    def test_credentials_are_masked_but_ordinary_values_are_not(self, tmp_path: Path) -> None:
+        path = write(
+            tmp_path / "c.yaml",
+            "mcp:\n  servers:\n    - name: s\n      type: stdio\n      command: x\n"
+            "      args: ['${HOME}/db.json']\n"
+            "      env: {LOG_LEVEL: info, MODE: description, GITHUB_TOKEN: short-tok, BLOB: '${BLOB}', TZ: Europe/Paris}\n",
+        )
+        environ = {"HOME": "/home/alice", "BLOB": "AbC123dEf456GhI789"}
+        secrets = load_file(path, environ=environ).secret_values
+        assert secrets == {"short-tok", "AbC123dEf456GhI789"}
+
+    def test_header_values_and_api_keys_are_always_secret(self, tmp_path: Path) -> None:
+        path = write(
+            tmp_path / "c.yaml",
+            "mcp:\n  servers:\n    - {name: h, type: http, url: 'https://x/mcp', headers: {X-Team: blue-team}}\n"
+            "llm: {api_key: '${OPENAI_API_KEY}'}\n",
+        )
+        secrets = load_file(path, environ={"OPENAI_API_KEY": "sk-test"}).secret_values
+        assert secrets == {"blue-team", "sk-test"}

@@ -21,11 +21,14 @@ __all__ = ["CliState", "cli", "main"]
 
 # name -> (module, attribute, one-line help). The help text lives here so `--help` imports nothing.
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "approve": ("mcpmux.cli.guard_cmds", "approve_cmd", "Approve held-back tool definitions of SERVER[:TOOL]."),
+    "audit": ("mcpmux.cli.guard_cmds", "audit_cmd", "Show the audit log of calls."),
     "builtin": ("mcpmux.cli.builtin_cmd", "builtin", "Serve a built-in server (workspace, content_store) on stdio."),
     "call": ("mcpmux.cli.manager_cmds", "call_cmd", "Call SERVER:TOOL with JSON arguments and print the result."),
     "config": ("mcpmux.cli.config_cmds", "config", "Show, locate and validate the configuration."),
     "list": ("mcpmux.cli.manager_cmds", "list_cmd", "List every server with its state, tools and last error."),
     "logs": ("mcpmux.cli.show_cmds", "logs_cmd", "Print (or follow) a server's stderr log."),
+    "pins": ("mcpmux.cli.guard_cmds", "pins_cmd", "List pinned tool definitions and pending changes."),
     "prompt": ("mcpmux.cli.manager_cmds", "prompt_cmd", "Render SERVER:PROMPT with arguments."),
     "prompts": ("mcpmux.cli.manager_cmds", "prompts_cmd", "List the prompts of every server (or one)."),
     "read": ("mcpmux.cli.manager_cmds", "read_cmd", "Read a resource of a server."),

@@ -24,6 +24,7 @@ from mcpmux.errors import EXIT_FAILED, EXIT_OK, MCPMuxError
 
 if TYPE_CHECKING:
     from mcpmux.manager import Manager
+    from mcpmux.policy import Guard
 
 _T = TypeVar("_T")
 
@@ -42,9 +43,16 @@ def run(body: Callable[[Config], Awaitable[_T]]) -> _T:
 
 
 @asynccontextmanager
-async def managed(config: Config, start: bool | set[str] = True) -> AsyncIterator[Manager]:
-    """A started manager, with a progress line on stderr while servers connect (terminals only)."""
+async def managed(config: Config, start: bool | set[str] = True) -> AsyncIterator[Guard]:
+    """A started manager behind the guard, with a progress line on stderr while servers connect.
+
+    Every command goes through the :class:`~mcpmux.policy.Guard`: denied and quarantined tools are
+    not listed, calls that need approval are asked in the terminal (or refused without one), and
+    every call is audited.
+    """
+    from mcpmux.cli.approval import terminal_approver
     from mcpmux.manager import Manager
+    from mcpmux.policy import Guard
 
     manager = Manager(config, start=start)
     status = err_console().status("connecting to servers...") if sys.stderr.isatty() else None
@@ -55,11 +63,13 @@ async def managed(config: Config, start: bool | set[str] = True) -> AsyncIterato
     finally:
         if status is not None:
             status.stop()
+    guard = Guard(manager, face="cli", approver=terminal_approver())
     try:
         _warn_failed(manager, start)
-        yield manager
+        yield guard
     finally:
         await manager.stop()
+        guard.store.close()
 
 
 def _warn_failed(manager: Manager, start: bool | set[str]) -> None:
@@ -104,8 +114,8 @@ def list_cmd() -> None:
     """List every server: type, state, tools, target and last error (connects non-lazy servers)."""
 
     async def body(config: Config) -> list[dict[str, Any]]:
-        async with managed(config) as manager:
-            return [s.to_json() for s in manager.status()]
+        async with managed(config) as guard:
+            return [s.to_json() for s in guard.status()]
 
     rows = run(body)
 
@@ -132,8 +142,8 @@ def tools_cmd(server: str | None) -> None:
     async def body(config: Config) -> list[Any]:
         if server is not None:
             config.server(server)
-        async with managed(config, {server} if server else True) as manager:
-            return manager.tools(server)
+        async with managed(config, {server} if server else True) as guard:
+            return guard.tools(server)
 
     tools = run(body)
     emit([_tool_json(t) for t in tools], lambda: render.print_tool_infos(tools))
@@ -162,8 +172,8 @@ def resources_cmd(server: str | None) -> None:
     async def body(config: Config) -> list[Any]:
         if server is not None:
             config.server(server)
-        async with managed(config, {server} if server else True) as manager:
-            return manager.resources(server)
+        async with managed(config, {server} if server else True) as guard:
+            return guard.resources(server)
 
     resources = run(body)
     data = [
@@ -181,8 +191,8 @@ def prompts_cmd(server: str | None) -> None:
     async def body(config: Config) -> list[Any]:
         if server is not None:
             config.server(server)
-        async with managed(config, {server} if server else True) as manager:
-            return manager.prompts(server)
+        async with managed(config, {server} if server else True) as guard:
+            return guard.prompts(server)
 
     prompts = run(body)
     data = [
@@ -211,8 +221,8 @@ def call_cmd(name: str, arguments: str | None, args_file: Path | None, timeout: 
         render.print_progress(progress, total, message)
 
     async def body(config: Config) -> Any:
-        async with managed(config, servers_for(config, name)) as manager:
-            return await manager.call_tool(name, args, timeout=timeout, on_progress=on_progress)
+        async with managed(config, servers_for(config, name)) as guard:
+            return await guard.call_tool(name, args, timeout=timeout, on_progress=on_progress)
 
     result = run(body)
     emit(render.dump(result), lambda: render.print_tool_result(result))
@@ -231,8 +241,8 @@ def read_cmd(server: str, uri: str) -> None:
 
     async def body(config: Config) -> Any:
         config.server(server)
-        async with managed(config, {server}) as manager:
-            return await manager.read_resource(server, uri)
+        async with managed(config, {server}) as guard:
+            return await guard.read_resource(server, uri)
 
     result = run(body)
     emit(render.dump(result), lambda: render.print_resource_contents(result))
@@ -247,8 +257,8 @@ def prompt_cmd(name: str, arguments: str | None) -> None:
     args = {k: v if isinstance(v, str) else json.dumps(v) for k, v in _json_object(arguments, None).items()}
 
     async def body(config: Config) -> Any:
-        async with managed(config, servers_for(config, name)) as manager:
-            return await manager.get_prompt(name, args)
+        async with managed(config, servers_for(config, name)) as guard:
+            return await guard.get_prompt(name, args)
 
     result = run(body)
     emit(render.dump(result), lambda: render.print_prompt(result))
@@ -266,9 +276,9 @@ def refresh_cmd(server: str | None) -> int:
     async def body(config: Config) -> list[dict[str, Any]]:
         if server is not None:
             config.server(server)
-        async with managed(config, start=False) as manager:
-            await manager.refresh(server)
-            return [s.to_json() for s in manager.status() if server is None or s.name == server]
+        async with managed(config, start=False) as guard:
+            await guard.manager.refresh(server)
+            return [s.to_json() for s in guard.status() if server is None or s.name == server]
 
     rows = run(body)
 

@@ -158,6 +158,10 @@ def print_show(data: dict[str, Any]) -> None:
         console.print(f"\n[bold]{key}[/bold] ({len(data[key])})")
         for item in data[key]:
             click.echo(f"  {item}")
+    if data["withheld"]:
+        console.print("\n[bold]withheld[/bold] (not listed, not callable)")
+        for item in data["withheld"]:
+            click.echo(f"  {item['tool']}: {item['kind']}: {item['reason']}")
     if data["stderr_tail"]:
         console.print("\n[bold]stderr (last lines)[/bold]")
         for line in data["stderr_tail"]:

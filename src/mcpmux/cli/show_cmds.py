@@ -26,7 +26,8 @@ def show_cmd(name: str) -> None:
 
     async def body(config: Config) -> dict[str, Any]:
         server = config.server(name)
-        async with managed(config, {name}) as manager:
+        async with managed(config, {name}) as guard:
+            manager = guard.manager
             status = manager.status()[manager.servers.index(name)]
             connection = manager.supervisor(name).connection
             info = connection.info if connection is not None else None
@@ -38,7 +39,8 @@ def show_cmd(name: str) -> None:
                 "capabilities": caps,
                 "instructions": info.instructions if info else None,
                 "environment": _child_environment(server, config.secret_values),
-                "tools": [t.name for t in manager.tools(name)],
+                "tools": [t.name for t in guard.tools(name)],
+                "withheld": [{"tool": e.tool.name, "kind": e.kind, "reason": e.reason} for e in guard.withheld(name)],
                 "resources": [r.uri for r in manager.resources(name)],
                 "prompts": [p.name for p in manager.prompts(name)],
                 "stderr_tail": stderr.splitlines()[-STDERR_TAIL_LINES:],

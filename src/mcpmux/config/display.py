@@ -6,6 +6,7 @@ from ``${VAR}`` interpolation is masked wherever else it appears (args, urls, er
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -13,9 +14,31 @@ from pydantic import SecretStr
 
 from mcpmux.config.models import Config
 
-__all__ = ["MASK", "config_to_dict", "redact"]
+__all__ = ["MASK", "config_to_dict", "looks_secret", "redact"]
 
 MASK = "****"
+
+# Names that say "this is a credential", wherever they appear (env keys, variables, headers).
+_SECRET_NAME = re.compile(
+    r"(token|secret|passw|api[_-]?key|apikey|auth|credential|cookie|session|private|_pat\b|_key\b)", re.I
+)
+_CREDENTIAL_SHAPE = re.compile(r"[A-Za-z0-9_\-+/=.]{16,}")
+MIN_SECRET_CHARS = 4
+
+
+def looks_secret(name: str, value: str) -> bool:
+    """Whether ``value`` (found under ``name``) must be masked wherever text is shown.
+
+    A value counts when its name says it is a credential, or when it is shaped like one (16 or more
+    token characters mixing letters and digits). Ordinary values (``info``, ``/home/me``, a
+    timezone) are not masked in free text; ``config show`` still masks every env and header value.
+    """
+    if len(value) < MIN_SECRET_CHARS:
+        return False
+    if _SECRET_NAME.search(name):
+        return True
+    shaped = _CREDENTIAL_SHAPE.fullmatch(value) is not None
+    return shaped and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

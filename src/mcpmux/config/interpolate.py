@@ -30,7 +30,7 @@ class Expansion:
     """The outcome of expanding one string."""
 
     value: str
-    substituted: list[str] = field(default_factory=list)
+    substituted: list[tuple[str, str]] = field(default_factory=list)
     missing: list[MissingVariable] = field(default_factory=list)
 
 
@@ -42,7 +42,7 @@ def input_variable(input_id: str) -> str:
 def expand(text: str, environ: Mapping[str, str]) -> Expansion:
     """Expand every reference in ``text`` from ``environ``.
 
-    Returns the expanded text, the values that were substituted (secrets to mask) and the
+    Returns the expanded text, the ``(variable, value)`` pairs substituted and the
     references that could not be resolved. A malformed ``${...}`` is reported as missing.
     """
     result = Expansion(value="")
@@ -54,7 +54,7 @@ def expand(text: str, environ: Mapping[str, str]) -> Expansion:
         if (inp := _INPUT.fullmatch(body)) is not None:
             var = input_variable(inp.group("id"))
             if var in environ:
-                result.substituted.append(environ[var])
+                result.substituted.append((var, environ[var]))
                 return environ[var]
             result.missing.append(MissingVariable(var, f"input {inp.group('id')!r} is not set: export {var}"))
             return ""
@@ -69,7 +69,7 @@ def expand(text: str, environ: Mapping[str, str]) -> Expansion:
                 result.missing.append(MissingVariable(name, f"environment variable {name} is not set"))
                 return ""
             return default
-        result.substituted.append(value)
+        result.substituted.append((name, value))
         return value
 
     result.value = _TOKEN.sub(substitute, text)

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from mcpmux.config.display import looks_secret
 from mcpmux.config.formats import Document, RawServer, normalise_document
 from mcpmux.config.interpolate import expand
 from mcpmux.config.models import Config, LLMConfig, SecurityConfig, ServerConfig, Settings
@@ -182,9 +183,11 @@ def _server(
     for key in _INTERPOLATED:
         if key in data:
             data[key] = _expand_field(doc, label, (*raw.origin, key), data[key], environ, secrets, missing)
-    for key in ("env", "headers"):
-        if isinstance(data.get(key), dict):
-            secrets.update(str(v) for v in data[key].values() if isinstance(v, str))
+    if isinstance(data.get("headers"), dict):
+        # Header values are credentials far more often than not (Authorization, X-Api-Key, ...).
+        secrets.update(v for v in data["headers"].values() if isinstance(v, str) and len(v) >= _MIN_SECRET_LEN)
+    if isinstance(data.get("env"), dict):
+        secrets.update(v for k, v in data["env"].items() if isinstance(v, str) and looks_secret(str(k), v))
     enabled = data.get("enabled", True) is not False
     (problems if enabled else warnings).extend(missing)
     try:
@@ -205,7 +208,8 @@ def _expand_field(
 ) -> Any:
     if isinstance(value, str):
         result = expand(value, environ)
-        secrets.update(result.substituted)
+        key = str(origin[-1]) if origin else ""
+        secrets.update(v for var, v in result.substituted if looks_secret(var, v) or looks_secret(key, v))
         start = next((i for i, p in enumerate(origin) if p in _INTERPOLATED), len(origin) - 1)
         field = format_path(origin[start:])
         for var in result.missing:
@@ -235,7 +239,7 @@ def _expand_api_key(
         warnings.append(_problem(doc, (*origin, "api_key"), f"{result.missing[0].reason}; no API key configured"))
         value.pop("api_key")
     else:
-        secrets.add(result.value)
+        secrets.add(result.value)  # an API key is a secret whatever its shape
         value["api_key"] = result.value
     return value
 

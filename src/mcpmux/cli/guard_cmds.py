@@ -1,0 +1,141 @@
+"""``mcpmux approve``, ``pins``, ``audit`` and ``scan``: looking at and steering the guard."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime
+from typing import Any
+
+import click
+
+from mcpmux.cli.manager_cmds import managed, run
+from mcpmux.cli.output import emit, json_option, table
+from mcpmux.config import Config
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@click.command("approve")
+@click.argument("target", metavar="SERVER[:TOOL]")
+@json_option
+def approve_cmd(target: str) -> None:
+    """Approve the current definitions of SERVER's tools (or one tool) that are held back.
+
+    The server is connected first, so what is approved is exactly what it offers now.
+    """
+    server, _, tool = target.partition(":")
+
+    async def body(config: Config) -> list[dict[str, Any]]:
+        config.server(server)
+        async with managed(config, {server}) as guard:
+            held = [e for e in guard.withheld(server) if e.kind == "quarantined" and (not tool or e.tool.tool == tool)]
+            diffs = {e.tool.tool: e.verdict.pin.diff() if e.verdict and e.verdict.pin else "" for e in held}
+            guard.approve(server, tool or None)
+            return [{"server": server, "tool": name, "diff": diff} for name, diff in diffs.items()]
+
+    approved = run(body)
+
+    def render() -> None:
+        if not approved:
+            click.echo(f"nothing to approve for {target}")
+        for item in approved:
+            click.echo(f"approved {item['server']}:{item['tool']}")
+            if item["diff"]:
+                click.echo(item["diff"])
+
+    emit(approved, render)
+
+
+@click.command("pins")
+@click.argument("server", required=False)
+@json_option
+def pins_cmd(server: str | None) -> None:
+    """List pinned tool definitions and those waiting for approval (no server is started)."""
+    from mcpmux.cli.output import state
+    from mcpmux.config import load_config
+    from mcpmux.policy import PinBook, StateStore
+
+    config = load_config(state().config_path)
+    with StateStore() as store:
+        pins = PinBook(store, config.security.pinning).pins(server)
+    rows = [_pin_json(p) for p in pins]
+
+    def render() -> None:
+        table(
+            ["server", "tool", "state", "hash", "since", "reason"],
+            [(p.server, p.tool, _pin_state(p), p.hash[:12], _when(p.pinned_at), p.pending_reason or "") for p in pins],
+        )
+
+    emit(rows, render)
+
+
+def _pin_state(pin: Any) -> str:
+    return "changed" if pin.pending_hash else "approved" if pin.approved else "awaiting approval"
+
+
+def _pin_json(pin: Any) -> dict[str, Any]:
+    return {
+        "server": pin.server,
+        "tool": pin.tool,
+        "state": _pin_state(pin),
+        "hash": pin.hash,
+        "pending_hash": pin.pending_hash,
+        "reason": pin.pending_reason,
+        "pinned_at": pin.pinned_at,
+        "diff": pin.diff(),
+    }
+
+
+@click.command("audit")
+@click.option("--since", help="Only calls since this long ago (30m, 2h, 7d) or this time (ISO 8601).")
+@click.option("--server", help="Only calls to this server.")
+@click.option("--tool", help="Only calls of this tool (the server's own name).")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="At most this many rows.")
+@json_option
+def audit_cmd(since: str | None, server: str | None, tool: str | None, limit: int) -> None:
+    """Show the audit log of calls, newest first: who called what, the decision, and how it ended."""
+    from mcpmux.policy import AuditLog, StateStore
+
+    with StateStore() as store:
+        rows = AuditLog(store).query(since=_since(since), server=server, tool=tool, limit=limit)
+
+    def render() -> None:
+        table(
+            ["when", "face", "tool", "decision", "outcome", "ms", "rule"],
+            [
+                (
+                    _when(r.at),
+                    r.face,
+                    r.name,
+                    r.decision,
+                    r.outcome,
+                    f"{r.duration_ms:.0f}" if r.duration_ms else "",
+                    r.rule,
+                )
+                for r in rows
+            ],
+        )
+
+    emit([r.to_json() for r in rows], render)
+
+
+def _since(text: str | None) -> float | None:
+    if not text:
+        return None
+    match = _DURATION.fullmatch(text.strip())
+    if match:
+        return time.time() - float(match.group(1)) * _UNIT_S[match.group(2)]
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError as exc:
+        raise click.BadParameter("use a duration like 30m, 2h, 7d, or an ISO 8601 time", param_hint="--since") from exc
+
+
+def _ms(duration: float | None) -> str:
+    return "" if duration is None else f"{duration:.0f}"
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))

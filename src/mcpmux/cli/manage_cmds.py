@@ -1,0 +1,267 @@
+"""Manage servers like git remotes: ``add``, ``add-json``, ``remove``, ``enable``, ``disable``, ``rename``.
+
+Every command edits one YAML file in place (:class:`~mcpmux.config.edit.ConfigDocument`): comments,
+key order and formatting stay, ``${VAR}`` references stay references, the edited file is validated
+before it atomically replaces the old one. ``add`` writes to ``./mcpmux.yaml`` (``--scope project``,
+created if missing) or the user file (``--scope user``); the others edit the file that defines
+the server (the one with the highest precedence when several do).
+
+``--json`` schema (one object on stdout)::
+
+    {
+      "action": "add" | "add-json" | "remove" | "enable" | "disable" | "rename",
+      "server": str,                 # the server's name (the new name for rename)
+      "file": str,                   # the file that was edited
+      "changed": bool,               # false when the file already said so (enable/disable)
+      "entry": object | null,        # add, add-json: the entry as written (references unexpanded)
+      "old_name": str | null,        # rename only
+      "warnings": [str]              # literal secrets, names still defined elsewhere, ...
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mcpmux.cli.completion import complete_servers
+from mcpmux.cli.output import emit, json_option, state
+from mcpmux.config.edit import ConfigDocument, secret_warnings
+from mcpmux.config.formats import normalise_document
+from mcpmux.config.loader import config_sources
+from mcpmux.config.parse import read_data
+from mcpmux.config.paths import project_config_file, user_config_file
+from mcpmux.errors import ConfigError, ConfigProblem, ServerNotConfigured
+
+__all__ = ["add_cmd", "add_json_cmd", "disable_cmd", "enable_cmd", "remove_cmd", "rename_cmd"]
+
+SCOPES = ("project", "user")
+TRANSPORTS = ("stdio", "sse", "http", "websocket", "tcp")
+_SCOPE_OPTION = click.option(
+    "--scope",
+    type=click.Choice(SCOPES),
+    default="project",
+    show_default=True,
+    help="project: ./mcpmux.yaml; user: the user config file.",
+)
+
+
+def scope_file(scope: str) -> Path:
+    """The file a scope writes to."""
+    return user_config_file() if scope == "user" else project_config_file()
+
+
+def defining_file(name: str) -> tuple[Path, list[Path]]:
+    """The file that defines server ``name`` (highest precedence first) and any others that do too.
+
+    Raises:
+        ServerNotConfigured: no configuration file defines it.
+    """
+    found, known = [], []
+    for source in reversed(config_sources(state().config_path)):
+        if not source.exists:
+            continue
+        names = [str(raw.data.get("name")) for raw in normalise_document(read_data(source.path), "", None).servers]
+        known += names
+        if name in names:
+            found.append(source.path)
+    if not found:
+        raise ServerNotConfigured(name, sorted(set(known)))
+    return found[0], found[1:]
+
+
+def report(action: str, server: str, file: Path, warnings: list[str], *, changed: bool = True, **extra: Any) -> None:
+    """Print the outcome (JSON schema in the module docstring); warnings also go to stderr."""
+    data = {"action": action, "server": server, "file": str(file), "changed": changed, "entry": None}
+    data |= {"old_name": None, **extra, "warnings": warnings}
+    for warning in warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    verbs = {"add": "added", "add-json": "added", "remove": "removed", "enable": "enabled", "disable": "disabled"}
+    verb = verbs.get(action, "renamed")
+    line = f"{verb} {server!r} in {file}" if changed else f"{server!r} is already {verb} in {file}"
+    if action == "rename":
+        line = f"renamed {extra['old_name']!r} to {server!r} in {file}"
+    emit(data, lambda: click.echo(line))
+
+
+def write_entry(action: str, entry: dict[str, Any], scope: str, warnings: list[str] | None = None) -> Path:
+    """Add ``entry`` to the file of ``scope``, validate, write, and report."""
+    path = scope_file(scope)
+    document = ConfigDocument(path)
+    document.add(entry)
+    document.save()
+    plain = json.loads(json.dumps(entry))
+    report(action, str(entry["name"]), path, [*(warnings or []), *secret_warnings(entry)], entry=plain)
+    return path
+
+
+def _pairs(values: tuple[str, ...], separator: str, option: str) -> dict[str, str]:
+    out = {}
+    for value in values:
+        key, sep, rest = value.partition(separator)
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY{separator.strip() or '='}VALUE, got {value!r}", param_hint=option)
+        out[key.strip()] = rest.strip() if separator == ":" else rest
+    return out
+
+
+def build_entry(
+    name: str, transport: str | None, target: tuple[str, ...], env: dict[str, str], headers: dict[str, str]
+) -> dict[str, Any]:
+    """A server entry from ``add``'s flags (the type guessed from a URL when not given)."""
+    kind = transport or _guess_type(target)
+    entry: dict[str, Any] = {"name": name, "type": kind}
+    if kind == "stdio":
+        entry["command"], args = target[0], list(target[1:])
+        if args:
+            entry["args"] = args
+        if env:
+            entry["env"] = env
+        if headers:
+            raise click.UsageError("--header is for network servers; a stdio server takes --env")
+        return entry
+    if len(target) != 1:
+        raise click.UsageError(f"a {kind} server takes exactly one URL")
+    entry["url"] = target[0]
+    if headers:
+        entry["headers"] = headers
+    if env:
+        raise click.UsageError("--env is for stdio servers; a network server takes --header")
+    return entry
+
+
+def _guess_type(target: tuple[str, ...]) -> str:
+    if len(target) != 1 or "://" not in target[0]:
+        return "stdio"
+    scheme = target[0].split("://", 1)[0].lower()
+    if scheme in ("ws", "wss"):
+        return "websocket"
+    if scheme == "tcp":
+        return "tcp"
+    return "sse" if target[0].rstrip("/").endswith("/sse") else "http"
+
+
+@click.command("add", context_settings={"ignore_unknown_options": False})
+@click.argument("name", required=False)
+@click.argument("target", nargs=-1, type=click.UNPROCESSED, metavar="[--] COMMAND [ARGS]... | URL")
+@_SCOPE_OPTION
+@click.option("--transport", "-t", type=click.Choice(TRANSPORTS), help="Server type (default: stdio, or from a URL).")
+@click.option("--env", "-e", "envs", multiple=True, metavar="K=V", help="Environment of a stdio server (repeat).")
+@click.option("--header", "-H", "headers", multiple=True, metavar="'K: V'", help="HTTP header (repeat).")
+@click.option("--timeout", type=click.IntRange(min=1), metavar="MS", help="Request timeout in milliseconds.")
+@click.option(
+    "--from-registry",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Add the server an MCP registry server.json describes.",
+)
+@json_option
+def add_cmd(
+    name: str | None,
+    target: tuple[str, ...],
+    scope: str,
+    transport: str | None,
+    envs: tuple[str, ...],
+    headers: tuple[str, ...],
+    timeout: int | None,
+    from_registry: Path | None,
+) -> int:
+    """Add server NAME: `add NAME -- COMMAND [ARGS]...` (stdio) or `add NAME -t http URL`.
+
+    Without arguments, in a terminal, asks step by step and tests the server.
+    """
+    from mcpmux.cli import manage_interactive
+
+    if from_registry is not None:
+        return manage_interactive.add_from_registry(from_registry, name, scope)
+    if name is None or not target:
+        return manage_interactive.add_interactively(name, scope)
+    entry = build_entry(name, transport, target, _pairs(envs, "=", "--env"), _pairs(headers, ":", "--header"))
+    if timeout is not None:
+        entry["timeout_ms"] = timeout
+    write_entry("add", entry, scope)
+    return 0
+
+
+@click.command("add-json")
+@click.argument("name")
+@click.argument("server_json", metavar="JSON")
+@_SCOPE_OPTION
+@json_option
+def add_json_cmd(name: str, server_json: str, scope: str) -> None:
+    """Add server NAME from a Claude-style server object: '{"command": ..., "args": [...]}'."""
+    try:
+        value = json.loads(server_json)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc.msg} (column {exc.colno})", param_hint="JSON") from exc
+    if not isinstance(value, dict):
+        raise click.BadParameter("expected a JSON object", param_hint="JSON")
+    document = normalise_document({"mcpServers": {name: value}}, "<add-json>")
+    if document.problems:
+        raise ConfigError(document.problems)
+    entry = document.servers[0].data
+    if entry.get("name") != name:
+        raise ConfigError(ConfigProblem("<cli>", "", f"illegal server name {name!r}: use {entry.get('name')!r}"))
+    write_entry("add-json", entry, scope, [str(w) for w in document.warnings])
+
+
+@click.command("remove")
+@click.argument("name", shell_complete=complete_servers)
+@json_option
+def remove_cmd(name: str) -> None:
+    """Remove server NAME from the file that defines it."""
+    path, others = defining_file(name)
+    document = ConfigDocument(path)
+    document.remove(name)
+    document.save()
+    report("remove", name, path, [f"{name!r} is still defined in {p}" for p in others])
+
+
+def _set_enabled(name: str, enabled: bool) -> None:
+    path, others = defining_file(name)
+    document = ConfigDocument(path)
+    before = document.text()
+    document.set_enabled(name, enabled)
+    changed = document.text() != before
+    if changed:
+        document.save()
+    action = "enable" if enabled else "disable"
+    report(action, name, path, [f"{name!r} is also defined in {p} (not changed)" for p in others], changed=changed)
+
+
+@click.command("enable")
+@click.argument("name", shell_complete=complete_servers)
+@json_option
+def enable_cmd(name: str) -> None:
+    """Enable server NAME (drop its `enabled: false`)."""
+    _set_enabled(name, True)
+
+
+@click.command("disable")
+@click.argument("name", shell_complete=complete_servers)
+@json_option
+def disable_cmd(name: str) -> None:
+    """Disable server NAME (`enabled: false`); it stays configured."""
+    _set_enabled(name, False)
+
+
+@click.command("rename")
+@click.argument("old", shell_complete=complete_servers)
+@click.argument("new")
+@json_option
+def rename_cmd(old: str, new: str) -> None:
+    """Rename server OLD to NEW in the file that defines it."""
+    path, others = defining_file(old)
+    try:
+        taken, _ = defining_file(new)
+    except ServerNotConfigured:
+        taken = None
+    if taken is not None:
+        raise ConfigError(ConfigProblem(str(taken), "mcp.servers", f"a server named {new!r} already exists"))
+    document = ConfigDocument(path)
+    document.rename(old, new)
+    document.save()
+    report("rename", new, path, [f"{old!r} is still defined in {p}" for p in others], old_name=old)

@@ -1,0 +1,98 @@
+"""The guard through the CLI: quarantine, approve, pins, audit, and approval in a real terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+pytestmark = [pytest.mark.subprocess]
+
+MCPMUX = str(Path(sys.executable).parent / "mcpmux")
+CHANGING = str(Path(__file__).parents[1] / "fixtures" / "changing_server.py")
+
+
+def write_config(project: Path, variant: str) -> None:
+    (project / "mcpmux.yaml").write_text(
+        "mcp:\n  servers:\n"
+        f"    - name: ch\n      type: stdio\n      command: {json.dumps(sys.executable)}\n"
+        f"      args: [{json.dumps(CHANGING)}]\n      env: {{TOOLS_VARIANT: {variant}}}\n",
+        encoding="utf-8",
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, "base")
+    return tmp_path
+
+
+def mcpmux(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MCPMUX, *args], capture_output=True, text=True, timeout=60, env=os.environ, check=False, stdin=subprocess.DEVNULL
+    )
+
+
+def tool_names(*args: str) -> list[str]:
+    return [t["name"] for t in json.loads(mcpmux("tools", *args, "--json").stdout)]
+
+
+def test_a_changed_definition_is_withheld_until_approved(project: Path) -> None:
+    assert "ch:read_notes" in tool_names("ch")
+    write_config(project, "description")
+    assert "ch:read_notes" not in tool_names("ch")
+    refused = mcpmux("call", "ch:read_notes", '{"path": "a"}')
+    assert refused.returncode == 1
+    assert "quarantined: its definition changed" in refused.stderr and '+  "description"' in refused.stderr
+    pins = {p["tool"]: p for p in json.loads(mcpmux("pins", "--json").stdout)}
+    assert pins["read_notes"]["state"] == "changed" and pins["delete_notes"]["state"] == "approved"
+    approved = mcpmux("approve", "ch:read_notes")
+    assert approved.returncode == 0 and "approved ch:read_notes" in approved.stdout
+    assert mcpmux("call", "ch:read_notes", '{"path": "a"}').stdout.strip() == "notes of a"
+
+
+def test_without_a_terminal_a_destructive_call_is_refused_and_audited(project: Path) -> None:
+    run = mcpmux("call", "ch:delete_notes", '{"path": "a"}')
+    assert run.returncode == 1
+    assert "not approved" in run.stderr and "hint: run the command in a terminal" in run.stderr
+    mcpmux("call", "ch:read_notes", '{"path": "b"}')
+    rows = json.loads(mcpmux("audit", "--json", "--since", "1h").stdout)
+    assert [(r["tool"], r["decision"], r["outcome"]) for r in rows] == [
+        ("read_notes", "allowed", "ok"),
+        ("delete_notes", "denied", "refused"),
+    ]
+    assert all(r["face"] == "cli" for r in rows)
+    assert json.loads(mcpmux("audit", "--json", "--tool", "delete_notes").stdout)[0]["args"] == {"path": "a"}
+
+
+@pytest.mark.parametrize(("answer", "expected"), [("y", "deleted a"), ("n", "was not approved")])
+def test_a_terminal_user_is_asked_before_a_destructive_call(project: Path, answer: str, expected: str) -> None:
+    child = pexpect.spawn(MCPMUX, ["call", "ch:delete_notes", '{"path": "a"}'], env=dict(os.environ), timeout=60)
+    try:
+        child.expect("approval needed for ch:delete_notes")
+        child.expect(r"Allow\? \[y\]es")
+        child.sendline(answer)
+        child.expect(expected)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == (0 if answer == "y" else 1)
+
+
+def test_always_for_this_tool_is_remembered_for_the_project(project: Path) -> None:
+    child = pexpect.spawn(MCPMUX, ["call", "ch:delete_notes", '{"path": "a"}'], env=dict(os.environ), timeout=60)
+    try:
+        child.expect(r"Allow\?")
+        child.sendline("t")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    # Remembered: no terminal needed any more in this project.
+    assert mcpmux("call", "ch:delete_notes", '{"path": "b"}').stdout.strip() == "deleted b"
