@@ -158,3 +158,28 @@ async def test_lazy_servers_are_served_from_the_catalog_and_started_on_first_cal
             result = await mux.call_tool("time:get_current_time", {"timezone": "UTC"})
             assert '"timezone": "UTC"' in text(result)
             assert mux.status()[0].state is ServerState.CONNECTED
+
+
+async def test_the_seed_shapes_mcpmanager_and_mcpclient_work_on_real_servers() -> None:
+    from mcpmux import MCPClient, MCPManager
+
+    with anyio.fail_after(60):
+        legacy = MCPManager([stdio_peer("time", "time")], SETTINGS)
+        await legacy.start()
+        try:
+            tools = legacy.get_all_tools()
+            assert {"name", "server", "description", "input_schema"} <= set(tools[0])
+            result = await legacy.call_tool("time:get_current_time", {"timezone": "UTC"})
+            assert '"timezone": "UTC"' in text(result)
+        finally:
+            await legacy.stop()
+        client = MCPClient(stdio_peer("ev", "everything"), SETTINGS)
+        await client.connect()
+        try:
+            assert "echo" in [t.name for t in await client.list_tools()]
+            assert text(await client.call_tool("echo", {"message": "x"})) == "Echo: x"
+            resources = await client.list_resources()
+            read = await client.read_resource(resources[0].uri)
+            assert read.contents
+        finally:
+            await client.close()

@@ -247,7 +247,7 @@ class Manager:
             ServerUnavailable: the server is disabled or its circuit is open.
             MCPTimeoutError, TransportError, ServerError: as :meth:`Connection.call_tool`.
         """
-        tool = self._resolve_tool(name)
+        tool = self.resolve_tool(name)
         supervisor = self._supervisors[tool.server]
         arguments = arguments or {}
         async with supervisor.call_slot():
@@ -261,7 +261,14 @@ class Manager:
                 return _prompt_as_tool_result(prompt)
             return await connection.call_tool(tool.tool, arguments, timeout=timeout, on_progress=on_progress)
 
-    def _resolve_tool(self, name: str) -> ToolInfo:
+    def resolve_tool(self, name: str) -> ToolInfo:
+        """The tool with canonical ``name``.
+
+        Raises:
+            ToolNotFound: no such tool (the closest names are suggested).
+            ServerUnavailable: the name's namespace belongs to a server whose tools are unknown
+                (it never listed, e.g. it failed to start): the reason is its failure.
+        """
         try:
             return self.registry.resolve_tool(name)
         except ToolNotFound:

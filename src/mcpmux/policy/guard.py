@@ -156,7 +156,7 @@ class Guard:
             MCPMuxError: the call itself failed (see :meth:`Manager.call_tool`).
         """
         args = dict(arguments or {})
-        tool = self.manager.registry.resolve_tool(name)
+        tool = self.manager.resolve_tool(name)
         decision = await self._decide(tool, args, caller)
         return await self._run(tool, args, caller, decision, self.manager.call_tool(
             name, args, timeout=timeout, on_progress=on_progress
