@@ -96,3 +96,17 @@ def test_always_for_this_tool_is_remembered_for_the_project(project: Path) -> No
     assert child.exitstatus == 0
     # Remembered: no terminal needed any more in this project.
     assert mcpmux("call", "ch:delete_notes", '{"path": "b"}').stdout.strip() == "deleted b"
+
+
+def test_scan_reports_a_poisoned_description_and_exits_1(project: Path) -> None:
+    write_config(project, "poisoned")
+    run = mcpmux("scan", "--json")
+    assert run.returncode == 1
+    findings = json.loads(run.stdout)
+    assert {f["rule"] for f in findings} >= {"markup", "concealment", "sensitive-path"}
+    assert all(f["tool"] == "read_notes" and f["severity"] == "high" for f in findings)
+
+
+def test_scan_of_a_clean_server_finds_nothing(project: Path) -> None:
+    run = mcpmux("scan", "ch")
+    assert (run.returncode, run.stdout.strip()) == (0, "no findings")

@@ -139,3 +139,35 @@ def _ms(duration: float | None) -> str:
 
 def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+@click.command("scan")
+@click.argument("server", required=False)
+@json_option
+def scan_cmd(server: str | None) -> int:
+    """Scan the tool definitions of every server (or SERVER) for hidden instructions; exit 1 on a high finding."""
+    from mcpmux.policy import scan_tools
+
+    async def body(config: Config) -> list[Any]:
+        if server is not None:
+            config.server(server)
+        async with managed(config, {server} if server else True) as guard:
+            everyone = [t for t in guard.manager.tools() if not t.synthetic]
+            findings = []
+            for name in [server] if server else guard.manager.servers:
+                own = [t for t in everyone if t.server == name]
+                others = [t.name for t in everyone if t.server != name]
+                findings += scan_tools(own, server=name, other_tools=others)
+            return findings
+
+    findings = run(body)
+
+    def render() -> None:
+        if not findings:
+            click.echo("no findings")
+            return
+        rows = [(f.severity, f"{f.server}:{f.tool}", f.rule, f.location, f.excerpt) for f in findings]
+        table(["severity", "tool", "rule", "where", "excerpt"], rows)
+
+    emit([f.to_json() for f in findings], render)
+    return 1 if any(f.severity == "high" for f in findings) else 0
