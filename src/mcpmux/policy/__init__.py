@@ -5,6 +5,7 @@ from mcpmux.policy.audit import AuditLog, AuditRow
 from mcpmux.policy.guard import Exposure, Guard, Suspicion
 from mcpmux.policy.pins import Pin, PinBook, definition_hash
 from mcpmux.policy.rules import Decision, Rules
+from mcpmux.policy.scanner import Finding, scan_tool, scan_tools, suspect
 from mcpmux.policy.store import StateStore
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "AuditRow",
     "Decision",
     "Exposure",
+    "Finding",
     "Guard",
     "Pin",
     "PinBook",
@@ -23,4 +25,7 @@ __all__ = [
     "StateStore",
     "Suspicion",
     "definition_hash",
+    "scan_tool",
+    "scan_tools",
+    "suspect",
 ]
