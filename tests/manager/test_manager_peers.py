@@ -183,3 +183,21 @@ async def test_the_seed_shapes_mcpmanager_and_mcpclient_work_on_real_servers() -
             assert read.contents
         finally:
             await client.close()
+
+
+async def test_the_global_sandbox_applies_to_every_stdio_server() -> None:
+    from mcpmux.config.models import SandboxConfig, SecurityConfig
+    from mcpmux.transports.sandbox import sandbox_backend
+
+    backend = sandbox_backend()
+    if backend.name == "none":
+        pytest.skip(backend.explain())
+    security = SecurityConfig(sandbox=SandboxConfig(enabled=True, network=False))
+    sandboxed = Config(servers=(stdio_peer("time", "time"),), settings=SETTINGS, security=security)
+    with anyio.fail_after(60):
+        async with Manager(sandboxed, catalog=False) as mux:
+            status = mux.status()[0]
+            assert status.state is ServerState.CONNECTED and status.pid is not None
+            launcher = " ".join(psutil.Process(status.pid).cmdline())
+            assert ("bwrap" if backend.name == "bubblewrap" else "_landlock_exec") in launcher
+            assert '"timezone": "UTC"' in text(await mux.call_tool("time:get_current_time", {"timezone": "UTC"}))

@@ -39,6 +39,7 @@ from mcpmux.manager.events import Event, EventHub
 from mcpmux.manager.models import PromptInfo, ResourceInfo, ServerState, ServerStatus, ToolInfo
 from mcpmux.manager.registry import GET_PROMPT, READ_RESOURCE, Registry, ServerCatalog
 from mcpmux.manager.supervisor import ConnectionFactory, Supervisor
+from mcpmux.transports.sandbox import with_effective_sandbox
 
 __all__ = ["DEFAULT_CONNECT_CONCURRENCY", "Manager"]
 
@@ -137,6 +138,8 @@ class Manager:
 
     async def _supervise(self, server: ServerConfig) -> Supervisor:
         assert self._tg is not None
+        # The transport reads a server's own sandbox block; merge the global one into it here.
+        server = with_effective_sandbox(server, self.config.security)
         supervisor = Supervisor(
             server,
             self.settings,

@@ -28,6 +28,7 @@ from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, Approver
 from mcpmux.policy.audit import AuditLog
 from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash
 from mcpmux.policy.rules import Decision, Rules
+from mcpmux.policy.scanner import suspect
 from mcpmux.policy.store import StateStore
 
 __all__ = ["Exposure", "Guard", "Suspicion"]
@@ -61,7 +62,8 @@ class Guard:
         approver: asks a person; without one, a call that needs approval is refused with a hint.
         store: the state database (pins, approvals, audit); the default file if ``None``.
         project: the project whose remembered approvals apply (the current directory by default).
-        suspicion: flags poisoned tool definitions; a flagged tool is quarantined.
+        suspicion: flags poisoned tool definitions (the scanner's high findings by default); a
+            flagged tool is quarantined. ``None`` turns the scanner off.
     """
 
     def __init__(
@@ -72,7 +74,7 @@ class Guard:
         approver: Approver | None = None,
         store: StateStore | None = None,
         project: Path | str | None = None,
-        suspicion: Suspicion | None = None,
+        suspicion: Suspicion | None = suspect,
     ) -> None:
         config = manager.config
         self.manager, self.face, self.approver = manager, face, approver
