@@ -162,3 +162,16 @@ async def test_a_tool_added_after_list_changed_is_pinned_on_sight_under_tofu(sto
                     await events.receive()
             assert "ch:late" in [t.name for t in guard.tools()]
             assert guard.pins.get("ch", "late") is not None
+
+
+@pytest.mark.subprocess
+async def test_a_poisoned_description_is_quarantined_on_first_sight(store: StateStore) -> None:
+    with anyio.fail_after(60):
+        async with Manager(changing("poisoned"), catalog=False) as manager:
+            guard = Guard(manager, store=store)
+            [held] = guard.withheld()
+            assert (held.tool.name, held.kind) == ("ch:read_notes", "quarantined")
+            assert held.reason.startswith("scanner: ")
+            with pytest.raises(ToolQuarantined, match="scanner"):
+                await guard.call_tool("ch:read_notes", {"path": "~/.ssh/id_rsa"})
+            assert [r.outcome for r in guard.audit.query()] == ["refused"]
