@@ -15,7 +15,15 @@ from click.shell_completion import CompletionItem, get_completion_class
 
 from mcpmux.errors import MCPMuxError
 
-__all__ = ["COMPLETE_VAR", "complete_servers", "complete_tools", "completion_cmd"]
+__all__ = [
+    "COMPLETE_VAR",
+    "complete_hosts",
+    "complete_prompts",
+    "complete_servers",
+    "complete_tools",
+    "completion_cmd",
+    "server_names",
+]
 
 COMPLETE_VAR = "_MCPMUX_COMPLETE"
 SHELLS = ("bash", "zsh", "fish")
@@ -51,13 +59,30 @@ def complete_servers(ctx: click.Context, param: click.Parameter, incomplete: str
 
 def complete_tools(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """``shell_complete=`` for a SERVER:TOOL argument: canonical names from the catalog cache."""
+    return _cached(ctx, incomplete, prompts=False)
+
+
+def complete_prompts(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """``shell_complete=`` for a SERVER:PROMPT argument: canonical names from the catalog cache."""
+    return _cached(ctx, incomplete, prompts=True)
+
+
+def complete_hosts(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """``shell_complete=`` for ``import --from``: the known hosts, else a file name."""
+    from mcpmux.config.hosts import HOSTS
+
+    hosts = [CompletionItem(h) for h in sorted(HOSTS) if h.startswith(incomplete)]
+    return hosts or [CompletionItem(incomplete, type="file")]
+
+
+def _cached(ctx: click.Context, incomplete: str, *, prompts: bool) -> list[CompletionItem]:
     from mcpmux.cli.fast_list import cached_tool_names
     from mcpmux.config import load_config
 
     try:
-        names = cached_tool_names(load_config(_config_path(ctx)))
+        names = cached_tool_names(load_config(_config_path(ctx)), prompts=prompts)
     except MCPMuxError as exc:
-        logger.debug("no tool names to complete: %s", exc)
+        logger.debug("no names to complete: %s", exc)
         return []
     return [CompletionItem(n) for n in names if n.startswith(incomplete)]
 

@@ -21,15 +21,23 @@ from typing import Any
 from pydantic import SecretStr
 
 from mcpmux.config.display import redact
-from mcpmux.config.models import Config, ServerConfig
+from mcpmux.config.models import (
+    Config,
+    SandboxConfig,
+    SecurityConfig,
+    ServerConfig,
+    ServerSecurity,
+    StdioServerConfig,
+)
 from mcpmux.config.paths import data_dir
 from mcpmux.names import canonical_name
 
-__all__ = ["cached_tool_names", "emit_lazy_list", "lazy_rows"]
+__all__ = ["cached_tool_names", "catalog_rows", "emit_lazy_list", "fingerprint", "lazy_rows", "supervised"]
 
 logger = logging.getLogger(__name__)
 
-# Mirrors of mcpmux.manager.catalog (importing it would import the SDK); a test keeps them equal.
+# Mirrors of mcpmux.manager.catalog and of the manager's sandbox merge (importing either would
+# import the SDK, about 0.5 s); tests/cli/test_manage_list.py keeps them equal.
 CATALOG_FILE = "catalog.db"
 SCHEMA_VERSION = 1
 _FINGERPRINT_DOMAIN = "mcpmux-catalog-v1"
@@ -53,6 +61,22 @@ def fingerprint(server: ServerConfig) -> str:
     return hashlib.sha256(f"{_FINGERPRINT_DOMAIN}\n{canonical}".encode()).hexdigest()
 
 
+def supervised(server: ServerConfig, security: SecurityConfig) -> ServerConfig:
+    """The server as the manager supervises (and fingerprints) it: the global sandbox merged in.
+
+    Mirrors ``mcpmux.transports.sandbox.with_effective_sandbox`` (that package imports the SDK).
+    """
+    if not isinstance(server, StdioServerConfig):
+        return server
+    merged = security.sandbox
+    own = server.security.sandbox if server.security else None
+    if own is not None:
+        merged = merged.model_copy(update={"enabled": True} | {k: getattr(own, k) for k in own.model_fields_set})
+    sandbox = merged if merged.enabled else SandboxConfig(enabled=False)
+    own_security = server.security or ServerSecurity()
+    return server.model_copy(update={"security": own_security.model_copy(update={"sandbox": sandbox})})
+
+
 def catalog_rows(path: Path | None = None) -> dict[str, CatalogRow]:
     """Every stored row: server -> (fingerprint, tools, resources, templates, prompts) as JSON data.
 
@@ -73,7 +97,7 @@ def catalog_rows(path: Path | None = None) -> dict[str, CatalogRow]:
         # Only a cache: the caller falls back to the manager, which repairs or rebuilds it.
         logger.debug("catalog %s not readable here: %s", path, exc)
         return {}
-    return {r[0]: (r[1], *(json.loads(c) for c in r[2:])) for r in rows}  # type: ignore[misc]
+    return {r[0]: (r[1], *(json.loads(c) for c in r[2:])) for r in rows}
 
 
 def _is_lazy(server: ServerConfig, config: Config) -> bool:
@@ -86,7 +110,7 @@ def lazy_rows(config: Config, rows: dict[str, CatalogRow] | None = None) -> list
     fresh = {}
     for server in config.enabled_servers:
         row = rows.get(server.name)
-        if not _is_lazy(server, config) or row is None or row[0] != fingerprint(server):
+        if not _is_lazy(server, config) or row is None or row[0] != fingerprint(supervised(server, config.security)):
             return None
         fresh[server.name] = row
     counts = _tool_counts(config, fresh)
@@ -136,13 +160,15 @@ def _target(server: Any) -> str:
     return f"builtin {getattr(server, 'kind', server.name)}"
 
 
-def cached_tool_names(config: Config) -> list[str]:
-    """Canonical tool names from the catalog cache (any fingerprint), for shell completion."""
+def cached_tool_names(config: Config, *, prompts: bool = False) -> list[str]:
+    """Canonical tool (or prompt) names from the catalog cache, any fingerprint: for shell completion."""
     rows = catalog_rows()
     names = []
     for server in config.servers:
         if server.name in rows:
-            names += [canonical_name(server.namespace, str(t.get("name"))) for t in rows[server.name][1]]
+            _, tools, _, _, listed_prompts = rows[server.name]
+            items = listed_prompts if prompts else tools
+            names += [canonical_name(server.namespace, str(t.get("name"))) for t in items]
     return names
 
 

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("mcpmux.cli.guard_cmds", "audit_cmd", "Show the audit log of calls."),
     "builtin": ("mcpmux.cli.builtin_cmd", "builtin", "Serve a built-in server (workspace, content_store) on stdio."),
     "call": ("mcpmux.cli.manager_cmds", "call_cmd", "Call SERVER:TOOL with JSON arguments and print the result."),
+    "chat": ("mcpmux.chat.command", "chat_cmd", "Chat with a model that uses every server's tools (/help inside)."),
     "completion": ("mcpmux.cli.completion", "completion_cmd", "Print a shell completion script (bash, zsh, fish)."),
     "config": ("mcpmux.cli.config_cmds", "config", "Show, locate and validate the configuration."),
     "disable": ("mcpmux.cli.manage_cmds", "disable_cmd", "Disable a server (it stays configured)."),
@@ -44,9 +45,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "remove": ("mcpmux.cli.manage_cmds", "remove_cmd", "Remove a server from the file that defines it."),
     "rename": ("mcpmux.cli.manage_cmds", "rename_cmd", "Rename a server in the file that defines it."),
     "resources": ("mcpmux.cli.manager_cmds", "resources_cmd", "List the resources of every server (or one)."),
+    "run": ("mcpmux.cli.chat_cmds", "run_cmd", "Send one prompt to the model with every server's tools."),
     "scan": ("mcpmux.cli.guard_cmds", "scan_cmd", "Scan tool definitions for hidden instructions (poisoning)."),
+    "serve": ("mcpmux.cli.serve_cmds", "serve_cmd", "Serve every configured server as one MCP server (the gateway)."),
     "show": ("mcpmux.cli.show_cmds", "show_cmd", "Everything about one server: config, state, tools, stderr."),
     "test": ("mcpmux.cli.server_cmds", "test_cmd", "Connect to a server, ping it, list everything, report timings."),
+    "token": ("mcpmux.cli.serve_cmds", "token", "Create, list and revoke the gateway's bearer tokens."),
     "tools": ("mcpmux.cli.manager_cmds", "tools_cmd", "List the tools of every server (or one)."),
 }
 

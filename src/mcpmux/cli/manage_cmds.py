@@ -37,7 +37,19 @@ from mcpmux.config.parse import read_data
 from mcpmux.config.paths import project_config_file, user_config_file
 from mcpmux.errors import ConfigError, ConfigProblem, ServerNotConfigured
 
-__all__ = ["add_cmd", "add_json_cmd", "disable_cmd", "enable_cmd", "remove_cmd", "rename_cmd"]
+__all__ = [
+    "add_cmd",
+    "add_json_cmd",
+    "build_entry",
+    "defining_file",
+    "disable_cmd",
+    "enable_cmd",
+    "remove_cmd",
+    "rename_cmd",
+    "report",
+    "scope_file",
+    "write_entry",
+]
 
 SCOPES = ("project", "user")
 TRANSPORTS = ("stdio", "sse", "http", "websocket", "tcp")
@@ -74,17 +86,26 @@ def defining_file(name: str) -> tuple[Path, list[Path]]:
     return found[0], found[1:]
 
 
+_DONE = {
+    "add": "added",
+    "add-json": "added",
+    "remove": "removed",
+    "enable": "enabled",
+    "disable": "disabled",
+    "rename": "renamed",
+}
+
+
 def report(action: str, server: str, file: Path, warnings: list[str], *, changed: bool = True, **extra: Any) -> None:
     """Print the outcome (JSON schema in the module docstring); warnings also go to stderr."""
     data = {"action": action, "server": server, "file": str(file), "changed": changed, "entry": None}
     data |= {"old_name": None, **extra, "warnings": warnings}
     for warning in warnings:
         sys.stderr.write(f"warning: {warning}\n")
-    verbs = {"add": "added", "add-json": "added", "remove": "removed", "enable": "enabled", "disable": "disabled"}
-    verb = verbs.get(action, "renamed")
-    line = f"{verb} {server!r} in {file}" if changed else f"{server!r} is already {verb} in {file}"
+    done = _DONE[action]
+    line = f"{done} {server!r} in {file}" if changed else f"{server!r} is already {done} in {file}"
     if action == "rename":
-        line = f"renamed {extra['old_name']!r} to {server!r} in {file}"
+        line = f"renamed {data['old_name']!r} to {server!r} in {file}"
     emit(data, lambda: click.echo(line))
 
 
@@ -145,7 +166,7 @@ def _guess_type(target: tuple[str, ...]) -> str:
     return "sse" if target[0].rstrip("/").endswith("/sse") else "http"
 
 
-@click.command("add", context_settings={"ignore_unknown_options": False})
+@click.command("add")
 @click.argument("name", required=False)
 @click.argument("target", nargs=-1, type=click.UNPROCESSED, metavar="[--] COMMAND [ARGS]... | URL")
 @_SCOPE_OPTION
@@ -202,8 +223,9 @@ def add_json_cmd(name: str, server_json: str, scope: str) -> None:
     document = normalise_document({"mcpServers": {name: value}}, "<add-json>")
     if document.problems:
         raise ConfigError(document.problems)
-    entry = document.servers[0].data
-    if entry.get("name") != name:
+    data = document.servers[0].data
+    entry = {"name": data.pop("name", None), "type": data.pop("type", "stdio"), **data}
+    if entry["name"] != name:
         raise ConfigError(ConfigProblem("<cli>", "", f"illegal server name {name!r}: use {entry.get('name')!r}"))
     write_entry("add-json", entry, scope, [str(w) for w in document.warnings])
 

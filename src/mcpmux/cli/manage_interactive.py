@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from mcpmux.cli.manage_cmds import TRANSPORTS, build_entry, write_entry
+from mcpmux.cli.manage_cmds import TRANSPORTS, build_entry, scope_file, write_entry
 from mcpmux.config.edit import ConfigDocument
 from mcpmux.config.formats import normalise_document
 from mcpmux.config.parse import read_data
@@ -28,7 +28,7 @@ NO_TERMINAL = (
     "no terminal to ask in: give the server on the command line, e.g.\n"
     "  mcpmux add NAME [--env K=V]... -- COMMAND [ARGS]...\n"
     "  mcpmux add NAME --transport http|sse|websocket|tcp [--header 'K: V']... URL\n"
-    "  mcpmux add-json NAME '{\"command\": ..., \"args\": [...]}'"
+    '  mcpmux add-json NAME \'{"command": ..., "args": [...]}\''
 )
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -67,6 +67,7 @@ def add_interactively(name: str | None, scope: str) -> int:
     if not _interactive():
         raise click.UsageError(NO_TERMINAL)
     name = name or _ask_name()
+    ConfigDocument(scope_file(scope)).check_new_name(name)
     kind = click.prompt("Type", type=click.Choice(TRANSPORTS), default="stdio")
     if kind == "stdio":
         target = tuple(shlex.split(click.prompt("Command and arguments")))

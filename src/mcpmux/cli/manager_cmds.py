@@ -112,6 +112,10 @@ def _json_object(text: str | None, args_file: Path | None) -> dict[str, Any]:
 @json_option
 def list_cmd() -> None:
     """List every server: type, state, tools, target and last error (connects non-lazy servers)."""
+    from mcpmux.cli.fast_list import emit_lazy_list
+
+    if emit_lazy_list():  # every enabled server lazy and cached: no manager, no SDK import
+        return
 
     async def body(config: Config) -> list[dict[str, Any]]:
         async with managed(config) as guard:

@@ -1,0 +1,142 @@
+"""``mcpmux import --from HOST|PATH`` and ``mcpmux export --to HOST``: servers to and from other hosts.
+
+Hosts: ``claude-desktop``, ``claude-code``, ``cursor``, ``vscode`` (their files:
+:mod:`mcpmux.config.hosts`). Import reads the host's project file if there is one, else its user
+file (or the PATH given), and adds every server to our file of ``--scope``; a name already defined
+there is skipped. Export prints the host's JSON on stdout, or merges it into ``--output FILE``
+(other servers and keys of that file are kept). References stay references both ways.
+
+``import --json`` schema::
+
+    {"action": "import", "source": str, "file": str,
+     "imported": [str], "skipped": [{"name": str, "reason": str}], "warnings": [str]}
+
+``export --output F --json`` schema (without ``--output`` stdout carries the host's JSON itself)::
+
+    {"action": "export", "host": str, "file": str, "servers": [str], "skipped": [str]}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mcpmux.cli.completion import complete_hosts
+from mcpmux.cli.manage_cmds import SCOPES, scope_file
+from mcpmux.cli.output import emit, json_option, state
+from mcpmux.config.edit import ConfigDocument, secret_warnings
+from mcpmux.config.hosts import HOSTS, export_servers, host_files, merge_into, read_servers
+from mcpmux.config.loader import DEFAULT_SERVERS, config_sources
+from mcpmux.config.parse import read_data
+from mcpmux.errors import ConfigError, ConfigProblem
+
+__all__ = ["configured_servers", "export_cmd", "import_cmd"]
+
+
+def _host_source(name: str) -> Path:
+    if name not in HOSTS:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            known = ", ".join(sorted(HOSTS))
+            raise ConfigError(ConfigProblem(name, "", f"no such file, and not a host ({known})"))
+        return path
+    files = host_files(name)
+    for scope in ("project", "user"):
+        if scope in files and files[scope].is_file():
+            return files[scope]
+    tried = ", ".join(str(p) for p in files.values())
+    raise ConfigError(ConfigProblem(name, "", f"no {name} configuration found (looked in {tried})"))
+
+
+@click.command("import")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    metavar="HOST|PATH",
+    shell_complete=complete_hosts,
+    help=f"One of {', '.join(HOSTS)}, or a file.",
+)
+@click.option("--scope", type=click.Choice(SCOPES), default="project", show_default=True, help="Where to add them.")
+@json_option
+def import_cmd(source: str, scope: str) -> None:
+    """Import every server of another host's configuration into ours."""
+    path = _host_source(source)
+    servers, warnings = read_servers(path)
+    target = scope_file(scope)
+    document = ConfigDocument(target)
+    imported: list[str] = []
+    skipped: list[dict[str, str]] = []
+    for entry in servers:
+        name = str(entry.get("name"))
+        if name in document.names():
+            skipped.append({"name": name, "reason": f"already defined in {target}"})
+            continue
+        document.add(entry)
+        imported.append(name)
+        warnings += secret_warnings(entry)
+    if imported:
+        document.save()
+    data: dict[str, Any] = {"action": "import", "source": str(path), "file": str(target), "imported": imported}
+    data |= {"skipped": skipped, "warnings": warnings}
+    for warning in warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+
+    def render() -> None:
+        click.echo(f"imported {len(imported)} server(s) from {path} into {target}: {', '.join(imported) or 'none'}")
+        for skip in skipped:
+            click.echo(f"  skipped {skip['name']!r}: {skip['reason']}")
+
+    emit(data, render)
+
+
+def configured_servers() -> list[dict[str, Any]]:
+    """Our servers as written (references unexpanded), merged by name over every source."""
+    merged: dict[str, dict[str, Any]] = {}
+    sources = [s for s in config_sources(state().config_path) if s.exists]
+    for source in sources:
+        for entry in read_servers(source.path)[0]:
+            merged.pop(str(entry.get("name")), None)
+            merged[str(entry.get("name"))] = entry
+    return list(merged.values()) if sources else [dict(s) for s in DEFAULT_SERVERS]
+
+
+@click.command("export")
+@click.option("--to", "host", required=True, type=click.Choice(sorted(HOSTS)), help="The host's format.")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Merge into this file instead of stdout."
+)
+@json_option
+def export_cmd(host: str, output: Path | None) -> None:
+    """Write every configured server in HOST's format (stdout, or merged into --output)."""
+    exported, skipped = export_servers(configured_servers(), host)
+    for reason in skipped:
+        sys.stderr.write(f"warning: skipped {reason}\n")
+    if output is None:
+        click.echo(json.dumps(exported, indent=2, ensure_ascii=False))
+        return
+    existing = read_data(output) if output.is_file() else {}
+    _write_json(output, merge_into(existing, exported))
+    names = sorted(next(iter(exported.values())))
+    data = {"action": "export", "host": host, "file": str(output), "servers": names, "skipped": skipped}
+    emit(data, lambda: click.echo(f"wrote {len(names)} server(s) to {output} ({host})"))
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        if path.exists():
+            os.chmod(temp, path.stat().st_mode & 0o7777)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
