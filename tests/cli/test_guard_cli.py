@@ -34,9 +34,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def mcpmux(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [MCPMUX, *args], capture_output=True, text=True, timeout=60, env=os.environ, check=False, stdin=subprocess.DEVNULL
-    )
+    options = {"capture_output": True, "text": True, "timeout": 60, "env": os.environ, "check": False}
+    return subprocess.run([MCPMUX, *args], stdin=subprocess.DEVNULL, **options)
 
 
 def tool_names(*args: str) -> list[str]:

@@ -15,9 +15,6 @@ import pytest
 from mcpmux.cli import fast_list
 from mcpmux.config import Config, Settings
 from mcpmux.config.models import (
-    SandboxConfig,
-    SecurityConfig,
-    ServerSecurity,
     StdioServerConfig,
     StreamableHttpServerConfig,
 )
@@ -62,19 +59,6 @@ def lazy_config() -> Config:
 def test_the_mirrored_catalog_facts_match_the_catalog() -> None:
     assert fast_list.CATALOG_FILE == catalog_module.CATALOG_FILE
     assert fast_list.SCHEMA_VERSION == catalog_module.SCHEMA_VERSION
-    securities = [
-        SecurityConfig(),
-        SecurityConfig(sandbox=SandboxConfig(enabled=True, filesystem=("/srv",))),
-    ]
-    sandboxed = StdioServerConfig(
-        name="boxed", command="x", security=ServerSecurity(sandbox=SandboxConfig(network=True, writable=("/tmp",)))
-    )
-    for security in securities:
-        for server in (*_servers(), sandboxed):
-            assert fast_list.fingerprint(server) == fingerprint(server)
-            manager_view = with_effective_sandbox(server, security)
-            assert fast_list.supervised(server, security) == manager_view
-            assert fast_list.fingerprint(fast_list.supervised(server, security)) == fingerprint(manager_view)
 
 
 @pytest.mark.anyio

@@ -229,7 +229,8 @@ class TestSecretValues:
             tmp_path / "c.yaml",
             "mcp:\n  servers:\n    - name: s\n      type: stdio\n      command: x\n"
             "      args: ['${HOME}/db.json']\n"
-            "      env: {LOG_LEVEL: info, MODE: description, GITHUB_TOKEN: short-tok, BLOB: '${BLOB}', TZ: Europe/Paris}\n",
+            "      env: {LOG_LEVEL: info, MODE: description, GITHUB_TOKEN: short-tok, BLOB: '${BLOB}',"
+            " TZ: Europe/Paris}\n",
         )
         environ = {"HOME": "/home/alice", "BLOB": "AbC123dEf456GhI789"}
         secrets = load_file(path, environ=environ).secret_values

@@ -10,7 +10,6 @@ included, a name claimed by an earlier server not counted twice).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sqlite3
@@ -18,63 +17,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
-
 from mcpmux.config.display import redact
+from mcpmux.config.effective import fingerprint, with_effective_sandbox
 from mcpmux.config.models import (
     Config,
-    SandboxConfig,
-    SecurityConfig,
     ServerConfig,
-    ServerSecurity,
-    StdioServerConfig,
 )
 from mcpmux.config.paths import data_dir
 from mcpmux.names import canonical_name
 
-__all__ = ["cached_tool_names", "catalog_rows", "emit_lazy_list", "fingerprint", "lazy_rows", "supervised"]
+__all__ = ["cached_tool_names", "catalog_rows", "emit_lazy_list", "lazy_rows"]
 
 logger = logging.getLogger(__name__)
 
-# Mirrors of mcpmux.manager.catalog and of the manager's sandbox merge (importing either would
-# import the SDK, about 0.5 s); tests/cli/test_manage_list.py keeps them equal.
+# Mirrors of mcpmux.manager.catalog's constants (importing it would import the SDK, about 0.5 s);
+# tests/cli/test_manage_list.py keeps them equal.
 CATALOG_FILE = "catalog.db"
 SCHEMA_VERSION = 1
-_FINGERPRINT_DOMAIN = "mcpmux-catalog-v1"
 _LISTS = "tools, resources, resource_templates, prompts"
 
 CatalogRow = tuple[str, list[Any], list[Any], list[Any], list[Any]]
-
-
-def fingerprint(server: ServerConfig) -> str:
-    """The catalog fingerprint of ``server`` (same as ``mcpmux.manager.catalog.fingerprint``)."""
-
-    def reveal(value: object) -> str:
-        if isinstance(value, SecretStr):
-            return value.get_secret_value()
-        if isinstance(value, Path):
-            return str(value)
-        raise TypeError(f"cannot fingerprint a {type(value).__name__}")
-
-    data = server.model_dump(mode="python")
-    canonical = json.dumps(data, default=reveal, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(f"{_FINGERPRINT_DOMAIN}\n{canonical}".encode()).hexdigest()
-
-
-def supervised(server: ServerConfig, security: SecurityConfig) -> ServerConfig:
-    """The server as the manager supervises (and fingerprints) it: the global sandbox merged in.
-
-    Mirrors ``mcpmux.transports.sandbox.with_effective_sandbox`` (that package imports the SDK).
-    """
-    if not isinstance(server, StdioServerConfig):
-        return server
-    merged = security.sandbox
-    own = server.security.sandbox if server.security else None
-    if own is not None:
-        merged = merged.model_copy(update={"enabled": True} | {k: getattr(own, k) for k in own.model_fields_set})
-    sandbox = merged if merged.enabled else SandboxConfig(enabled=False)
-    own_security = server.security or ServerSecurity()
-    return server.model_copy(update={"security": own_security.model_copy(update={"sandbox": sandbox})})
 
 
 def catalog_rows(path: Path | None = None) -> dict[str, CatalogRow]:
@@ -110,7 +72,8 @@ def lazy_rows(config: Config, rows: dict[str, CatalogRow] | None = None) -> list
     fresh = {}
     for server in config.enabled_servers:
         row = rows.get(server.name)
-        if not _is_lazy(server, config) or row is None or row[0] != fingerprint(supervised(server, config.security)):
+        supervised = with_effective_sandbox(server, config.security)
+        if not _is_lazy(server, config) or row is None or row[0] != fingerprint(supervised):
             return None
         fresh[server.name] = row
     counts = _tool_counts(config, fresh)

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from mcpmux.cli.completion import complete_servers, complete_tools
 from mcpmux.cli.manager_cmds import managed, run
 from mcpmux.cli.output import emit, json_option, table
 from mcpmux.config import Config
@@ -18,7 +19,7 @@ _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 @click.command("approve")
-@click.argument("target", metavar="SERVER[:TOOL]")
+@click.argument("target", metavar="SERVER[:TOOL]", shell_complete=complete_tools)
 @json_option
 def approve_cmd(target: str) -> None:
     """Approve the current definitions of SERVER's tools (or one tool) that are held back.
@@ -49,7 +50,7 @@ def approve_cmd(target: str) -> None:
 
 
 @click.command("pins")
-@click.argument("server", required=False)
+@click.argument("server", required=False, shell_complete=complete_servers)
 @json_option
 def pins_cmd(server: str | None) -> None:
     """List pinned tool definitions and those waiting for approval (no server is started)."""
@@ -142,7 +143,7 @@ def _when(at: float) -> str:
 
 
 @click.command("scan")
-@click.argument("server", required=False)
+@click.argument("server", required=False, shell_complete=complete_servers)
 @json_option
 def scan_cmd(server: str | None) -> int:
     """Scan the tool definitions of every server (or SERVER) for hidden instructions; exit 1 on a high finding."""

@@ -18,6 +18,7 @@ import anyio
 import click
 
 from mcpmux.cli import render
+from mcpmux.cli.completion import complete_prompts, complete_servers, complete_tools
 from mcpmux.cli.output import emit, err_console, json_option, state, table
 from mcpmux.config import Config, load_config
 from mcpmux.errors import EXIT_FAILED, EXIT_OK, MCPMuxError
@@ -138,7 +139,7 @@ def _short(text: str | None, width: int = 60) -> str:
 
 
 @click.command("tools")
-@click.argument("server", required=False)
+@click.argument("server", required=False, shell_complete=complete_servers)
 @json_option
 def tools_cmd(server: str | None) -> None:
     """List the tools of every server (or of SERVER) under their canonical names."""
@@ -168,7 +169,7 @@ def _tool_json(tool: Any) -> dict[str, Any]:
 
 
 @click.command("resources")
-@click.argument("server", required=False)
+@click.argument("server", required=False, shell_complete=complete_servers)
 @json_option
 def resources_cmd(server: str | None) -> None:
     """List the resources and resource templates of every server (or of SERVER)."""
@@ -187,7 +188,7 @@ def resources_cmd(server: str | None) -> None:
 
 
 @click.command("prompts")
-@click.argument("server", required=False)
+@click.argument("server", required=False, shell_complete=complete_servers)
 @json_option
 def prompts_cmd(server: str | None) -> None:
     """List the prompts of every server (or of SERVER) with their arguments."""
@@ -210,7 +211,7 @@ def prompts_cmd(server: str | None) -> None:
 
 
 @click.command("call")
-@click.argument("name", metavar="SERVER:TOOL")
+@click.argument("name", metavar="SERVER:TOOL", shell_complete=complete_tools)
 @click.argument("arguments", metavar="[JSON_ARGS]", required=False)
 @click.option(
     "--args-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read JSON_ARGS from a file."
@@ -237,7 +238,7 @@ def call_cmd(name: str, arguments: str | None, args_file: Path | None, timeout: 
 
 
 @click.command("read")
-@click.argument("server")
+@click.argument("server", shell_complete=complete_servers)
 @click.argument("uri")
 @json_option
 def read_cmd(server: str, uri: str) -> None:
@@ -253,7 +254,7 @@ def read_cmd(server: str, uri: str) -> None:
 
 
 @click.command("prompt")
-@click.argument("name", metavar="SERVER:PROMPT")
+@click.argument("name", metavar="SERVER:PROMPT", shell_complete=complete_prompts)
 @click.argument("arguments", metavar="[JSON_ARGS]", required=False)
 @json_option
 def prompt_cmd(name: str, arguments: str | None) -> None:
@@ -272,7 +273,7 @@ def prompt_cmd(name: str, arguments: str | None) -> None:
 
 
 @click.command("refresh")
-@click.argument("server", required=False)
+@click.argument("server", required=False, shell_complete=complete_servers)
 @json_option
 def refresh_cmd(server: str | None) -> int:
     """Connect SERVER (or every enabled server), list everything again and store it in the catalog."""

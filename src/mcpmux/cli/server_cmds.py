@@ -16,6 +16,7 @@ import anyio
 import click
 
 from mcpmux.cli import render
+from mcpmux.cli.completion import complete_servers
 from mcpmux.cli.output import emit, err_console, json_option, state
 from mcpmux.config import load_config
 from mcpmux.errors import MCPMuxError
@@ -64,7 +65,7 @@ async def _connected(name: str) -> AsyncIterator[Connection]:
 
 
 @click.command("test")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_servers)
 @json_option
 def test_cmd(name: str) -> None:
     """Connect to server NAME, ping it, list everything it offers and report timings."""

@@ -9,6 +9,7 @@ import anyio
 import click
 
 from mcpmux.cli import render
+from mcpmux.cli.completion import complete_servers
 from mcpmux.cli.manager_cmds import managed, run
 from mcpmux.cli.output import emit, json_option, state
 from mcpmux.config import Config, StdioServerConfig, config_to_dict, load_config
@@ -19,7 +20,7 @@ STDERR_TAIL_LINES = 20
 
 
 @click.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_servers)
 @json_option
 def show_cmd(name: str) -> None:
     """Show server NAME: config (secrets masked), state history, capabilities, tools, stderr tail."""
@@ -77,7 +78,7 @@ def _log_tail(name: str) -> str:
 
 
 @click.command("logs")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_servers)
 @click.option("-n", "--lines", default=50, show_default=True, help="How many of the last lines to print.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until interrupted.")
 def logs_cmd(name: str, lines: int, follow: bool) -> None:

@@ -8,7 +8,6 @@ processes may share the file: WAL journaling, a busy timeout, and writes in ``BE
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -18,9 +17,9 @@ from types import TracebackType
 from typing import Any
 
 import mcp_types as types
-from pydantic import BaseModel, SecretStr, TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
-from mcpmux.config.models import ServerConfig
+from mcpmux.config.effective import fingerprint
 from mcpmux.config.paths import data_dir
 from mcpmux.storage import Database
 
@@ -30,7 +29,6 @@ logger = logging.getLogger(__name__)
 
 CATALOG_FILE = "catalog.db"
 SCHEMA_VERSION = 1
-_FINGERPRINT_DOMAIN = "mcpmux-catalog-v1"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS catalog (
@@ -66,24 +64,6 @@ class CatalogEntry:
     protocol_version: str | None = None
     instructions: str | None = None
     stored_at: float = field(default_factory=time.time)
-
-
-def fingerprint(server: ServerConfig) -> str:
-    """SHA-256 (hex) of the server's whole configuration, secret values included.
-
-    A changed token or URL therefore invalidates the cached lists; only this hash is stored.
-    """
-    data = server.model_dump(mode="python")
-    canonical = json.dumps(data, default=_reveal, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(f"{_FINGERPRINT_DOMAIN}\n{canonical}".encode()).hexdigest()
-
-
-def _reveal(value: object) -> str:
-    if isinstance(value, SecretStr):
-        return value.get_secret_value()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"cannot fingerprint a {type(value).__name__}")
 
 
 def _dump(models: list[Any]) -> str:

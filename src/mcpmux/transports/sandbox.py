@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mcpmux.config.models import SandboxConfig, SecurityConfig, ServerConfig, ServerSecurity, StdioServerConfig
+from mcpmux.config.effective import effective_sandbox, with_effective_sandbox
+from mcpmux.config.models import SandboxConfig, StdioServerConfig
 from mcpmux.errors import TransportError
 from mcpmux.transports import _landlock_exec
 
@@ -94,32 +95,6 @@ _LANDLOCK_ENFORCES = (
     "signals and abstract unix sockets scoped to the sandbox (Landlock ABI >= 6)",
     "process group killed with the host (no pid namespace: a descendant calling setsid() escapes)",
 )
-
-
-def effective_sandbox(server: ServerConfig, security: SecurityConfig) -> SandboxConfig | None:
-    """The sandbox ``server`` runs in: the global one with the server's explicitly set keys over it.
-
-    A server's own ``sandbox:`` block that does not say ``enabled`` turns the sandbox on (asking
-    for paths means asking for isolation). Returns ``None`` when it is not enabled, and for every
-    non-stdio server (nothing to isolate).
-    """
-    if not isinstance(server, StdioServerConfig):
-        return None
-    merged = security.sandbox
-    own = server.security.sandbox if server.security else None
-    if own is not None:
-        update = {"enabled": True} | {key: getattr(own, key) for key in own.model_fields_set}
-        merged = merged.model_copy(update=update)
-    return merged if merged.enabled else None
-
-
-def with_effective_sandbox(server: ServerConfig, security: SecurityConfig) -> ServerConfig:
-    """``server`` with :func:`effective_sandbox` as its own sandbox: what the stdio transport enforces."""
-    if not isinstance(server, StdioServerConfig):
-        return server
-    sandbox = effective_sandbox(server, security) or SandboxConfig(enabled=False)
-    own = server.security or ServerSecurity()
-    return server.model_copy(update={"security": own.model_copy(update={"sandbox": sandbox})})
 
 
 def sandbox_command(server: StdioServerConfig, executable: str, env: Mapping[str, str]) -> list[str]:

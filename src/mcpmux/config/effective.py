@@ -1,0 +1,64 @@
+"""What mcpmux derives from one server's configuration: its effective sandbox and its fingerprint.
+
+Both are pure functions of the configuration, kept here (not beside their users in the manager
+and the transports) so that light paths such as the fast ``mcpmux list`` can use them without
+importing the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from mcpmux.config.models import SandboxConfig, SecurityConfig, ServerConfig, ServerSecurity, StdioServerConfig
+
+__all__ = ["effective_sandbox", "fingerprint", "with_effective_sandbox"]
+
+_FINGERPRINT_DOMAIN = "mcpmux-catalog-v1"
+
+
+def effective_sandbox(server: ServerConfig, security: SecurityConfig) -> SandboxConfig | None:
+    """The sandbox ``server`` runs in: the global one with the server's explicitly set keys over it.
+
+    A server's own ``sandbox:`` block that does not say ``enabled`` turns the sandbox on (asking
+    for paths means asking for isolation). Returns ``None`` when it is not enabled, and for every
+    non-stdio server (nothing to isolate).
+    """
+    if not isinstance(server, StdioServerConfig):
+        return None
+    merged = security.sandbox
+    own = server.security.sandbox if server.security else None
+    if own is not None:
+        update = {"enabled": True} | {key: getattr(own, key) for key in own.model_fields_set}
+        merged = merged.model_copy(update=update)
+    return merged if merged.enabled else None
+
+
+def with_effective_sandbox(server: ServerConfig, security: SecurityConfig) -> ServerConfig:
+    """``server`` with :func:`effective_sandbox` as its own sandbox: what the stdio transport enforces."""
+    if not isinstance(server, StdioServerConfig):
+        return server
+    sandbox = effective_sandbox(server, security) or SandboxConfig(enabled=False)
+    own = server.security or ServerSecurity()
+    return server.model_copy(update={"security": own.model_copy(update={"sandbox": sandbox})})
+
+
+def fingerprint(server: ServerConfig) -> str:
+    """SHA-256 (hex) of the server's whole configuration, secret values included.
+
+    A changed token or URL therefore invalidates the cached lists; only this hash is stored.
+    """
+    data = server.model_dump(mode="python")
+    canonical = json.dumps(data, default=_reveal, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{_FINGERPRINT_DOMAIN}\n{canonical}".encode()).hexdigest()
+
+
+def _reveal(value: object) -> str:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot fingerprint a {type(value).__name__}")
