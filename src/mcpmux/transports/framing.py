@@ -1,0 +1,180 @@
+"""Newline-delimited JSON-RPC framing with a size cap, shared by the stdio and TCP transports.
+
+The framer keeps one ``bytearray`` and searches for ``\\n`` only in bytes it has not scanned yet, so
+a message costs time linear in its size. A message longer than ``max_message_bytes`` is never
+buffered whole: once the pending bytes pass the cap they are dropped, the rest of the line is skipped
+as it arrives, and one :class:`~mcpmux.errors.MessageTooLarge` item takes its place in the stream.
+Lines that are not JSON-RPC are counted and logged, never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import mcp_types
+from anyio.abc import ByteReceiveStream, ByteSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from mcpmux.errors import MessageTooLarge
+
+__all__ = [
+    "READ_CHUNK_BYTES",
+    "LineFramer",
+    "encode_message",
+    "log_garbage",
+    "parse_message",
+    "pump_lines",
+    "pump_messages",
+]
+
+logger = logging.getLogger("mcpmux.transports")
+
+READ_CHUNK_BYTES = 64 * 1024
+GARBAGE_WARNINGS = 10
+GARBAGE_SNIPPET_CHARS = 120
+
+Item = SessionMessage | Exception
+
+
+class LineFramer:
+    """Turns a byte stream into JSON-RPC messages, one per line.
+
+    Attributes:
+        server: the server name carried by :class:`MessageTooLarge` items.
+        max_message_bytes: the largest line accepted, without its newline.
+        garbage_lines: how many lines were not JSON-RPC messages so far.
+        oversized: how many lines were dropped for exceeding the cap so far.
+    """
+
+    def __init__(self, server: str, max_message_bytes: int) -> None:
+        self.server = server
+        self.max_message_bytes = max_message_bytes
+        self.garbage_lines = 0
+        self.oversized = 0
+        self._buffer = bytearray()
+        self._skipped: int | None = None  # bytes of the oversized line dropped so far
+
+    def feed(self, data: bytes) -> list[Item]:
+        """Consume ``data`` and return the messages (and errors) completed by it, in order."""
+        items: list[Item] = []
+        if self._skipped is not None:
+            end = data.find(b"\n")
+            if end < 0:
+                self._skipped += len(data)
+                return items
+            items.append(self._too_large(self._skipped + end))
+            data = data[end + 1 :]
+        scanned = len(self._buffer)
+        self._buffer += data
+        start = 0
+        end = self._buffer.find(b"\n", scanned)
+        while end >= 0:
+            self._take(start, end, items)
+            start = end + 1
+            end = self._buffer.find(b"\n", start)
+        if start:
+            del self._buffer[:start]
+        if len(self._buffer) > self.max_message_bytes:
+            self._skipped = len(self._buffer)
+            self._buffer = bytearray()
+        return items
+
+    def finish(self) -> list[Item]:
+        """Report what the end of the stream leaves: an unterminated message or oversized line."""
+        items: list[Item] = []
+        if self._skipped is not None:
+            items.append(self._too_large(self._skipped))
+        elif self._buffer.strip():
+            self._take(0, len(self._buffer), items)
+        self._buffer = bytearray()
+        return items
+
+    def _take(self, start: int, end: int, items: list[Item]) -> None:
+        if end > start and self._buffer[end - 1] == 0x0D:  # CRLF from a Windows peer
+            end -= 1
+        if end - start > self.max_message_bytes:
+            items.append(self._too_large(end - start))
+            return
+        line = bytes(self._buffer[start:end])
+        if not line.strip():
+            return
+        try:
+            items.append(parse_message(line))
+        except ValidationError as exc:
+            self._garbage(line, exc)
+
+    def _too_large(self, size: int) -> MessageTooLarge:
+        self._skipped = None
+        self.oversized += 1
+        logger.warning(
+            "server %r: dropped a %d-byte message above the %d-byte cap", self.server, size, self.max_message_bytes
+        )
+        return MessageTooLarge(self.server, size, self.max_message_bytes)
+
+    def _garbage(self, line: bytes, exc: ValidationError) -> None:
+        self.garbage_lines += 1
+        log_garbage(self.server, line, exc, self.garbage_lines)
+
+
+def parse_message(data: bytes | str) -> SessionMessage:
+    """Parse one JSON-RPC message.
+
+    Raises:
+        pydantic.ValidationError: ``data`` is not JSON, or not a JSON-RPC message.
+    """
+    return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(data, by_name=False))
+
+
+def log_garbage(server: str, data: bytes | str, exc: ValidationError, count: int) -> None:
+    """Log a message that could not be parsed; the ``count``-th of its connection."""
+    # Servers that print banners would flood the log; the count keeps the evidence.
+    level = logging.WARNING if count <= GARBAGE_WARNINGS else logging.DEBUG
+    snippet = data[:GARBAGE_SNIPPET_CHARS]
+    if isinstance(snippet, bytes):
+        snippet = snippet.decode("utf-8", "replace")
+    errors = exc.errors(include_url=False)
+    reason = errors[0]["msg"] if errors else str(exc)
+    logger.log(
+        level, "server %r: ignored a message that is not JSON-RPC (%d so far): %r (%s)", server, count, snippet, reason
+    )
+
+
+def encode_message(message: SessionMessage) -> bytes:
+    """Serialize one message as a UTF-8 JSON line, as the SDK's own stdio transport does."""
+    return message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+
+
+async def pump_lines(source: ByteReceiveStream, sink: MemoryObjectSendStream[Item], framer: LineFramer) -> None:
+    """Forward the messages framed from ``source`` into ``sink`` until ``source`` ends.
+
+    Returns at end of stream, when ``source`` is closed under the read, or when ``sink`` is closed;
+    ``sink`` is left open for the caller to add a final item.
+    """
+    try:
+        while True:
+            try:
+                chunk = await source.receive(READ_CHUNK_BYTES)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                break
+            for item in framer.feed(chunk):
+                await sink.send(item)
+        for item in framer.finish():
+            await sink.send(item)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        logger.debug("server %r: reader stopped, the session closed its stream", framer.server)
+
+
+async def pump_messages(source: MemoryObjectReceiveStream[SessionMessage], sink: ByteSendStream) -> None:
+    """Write each message from ``source`` to ``sink`` as a line until either side closes.
+
+    On a write failure the ``source`` is closed, so a sender fails at once instead of blocking.
+    """
+    async with source:
+        try:
+            async for message in source:
+                await sink.send(encode_message(message))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            logger.debug("writer stopped: %r", exc)

@@ -1,0 +1,200 @@
+"""The stdio transport: a child process speaking newline-delimited JSON-RPC on stdin/stdout.
+
+Ours rather than the SDK's ``stdio_client`` (DESIGN section 2): it resolves the command first,
+gives the child an allow-listed environment, runs it inside the server's sandbox when one is set
+(:func:`~mcpmux.transports.sandbox.sandbox_command`), caps message size, keeps stderr (ring buffer,
+log file, logger), reports the child's exit on the read stream, and stops its whole process group.
+
+Built on ``anyio.open_process``: the same structured-concurrency primitives as the rest of mcpmux,
+byte streams that fit the framer, and no asyncio-only API to pin us to one backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+from anyio.abc import AsyncResource, Process
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+from mcpmux.config.models import Settings, StdioServerConfig
+from mcpmux.errors import CommandNotFound, ServerExited, TransportError
+from mcpmux.transports._process import stop_process, wait_exit
+from mcpmux.transports._stderr import StderrSink
+from mcpmux.transports.base import TransportStreams
+from mcpmux.transports.framing import LineFramer, pump_lines, pump_messages
+from mcpmux.transports.sandbox import sandbox_command
+
+__all__ = ["INHERITED_ENV_PREFIXES", "INHERITED_ENV_VARS", "child_environment", "open_stdio", "resolve_command"]
+
+logger = logging.getLogger("mcpmux.transports")
+
+_WINDOWS_ENV = ("APPDATA", "COMSPEC", "LOCALAPPDATA", "PATHEXT", "PROGRAMDATA", "SYSTEMDRIVE", "SYSTEMROOT",
+                "TEMP", "TMP", "USERPROFILE", "WINDIR")  # fmt: skip
+INHERITED_ENV_VARS: tuple[str, ...] = (
+    "HOME", "LANG", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER",
+    *(_WINDOWS_ENV if sys.platform == "win32" else ()),
+)  # fmt: skip
+"""Variables a child inherits from mcpmux's environment; everything else must be in ``env``."""
+INHERITED_ENV_PREFIXES: tuple[str, ...] = ("LC_",)
+"""Prefixes of inherited variables (the locale categories)."""
+
+EXIT_REPORT_GRACE_S = 0.5
+WRITER_FLUSH_S = 0.5
+Item = SessionMessage | Exception
+
+
+def child_environment(server: StdioServerConfig, parent: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The exact environment the child of ``server`` gets: the allow-listed part of ``parent``
+    (``os.environ`` by default) overlaid with the server's configured ``env``.
+
+    Values holding shell functions (``() {...``) are never inherited.
+    """
+    source = os.environ if parent is None else parent
+    env = {
+        key: value
+        for key, value in source.items()
+        if (key in INHERITED_ENV_VARS or key.startswith(INHERITED_ENV_PREFIXES)) and not value.startswith("()")
+    }
+    env.setdefault("PATH", os.defpath)
+    env.update({key: secret.get_secret_value() for key, secret in server.env.items()})
+    return env
+
+
+def resolve_command(server: StdioServerConfig, search_path: str) -> str:
+    """The absolute path of the server's command, searched on ``search_path`` (the child's PATH).
+
+    Raises:
+        CommandNotFound: no executable of that name on the path (or at that location).
+    """
+    command = server.command
+    if os.sep in command and not os.path.isabs(command) and server.cwd is not None:
+        command = str(Path(server.cwd) / command)
+    found = shutil.which(command, path=search_path)
+    if found is None:
+        raise CommandNotFound(server.name, server.command, search_path)
+    return os.path.abspath(found)
+
+
+@asynccontextmanager
+async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIterator[TransportStreams]:
+    """Start the server's process and yield its message streams; stop and reap it on exit.
+
+    When the child exits, a :class:`ServerExited` item (exit code, stderr tail) ends the read
+    stream, which then closes, so requests still waiting fail at once.
+
+    Raises:
+        CommandNotFound: the command is not on the child's PATH.
+        TransportError: the process could not be started, or its required sandbox is unavailable.
+    """
+    env = child_environment(server)
+    executable = resolve_command(server, env["PATH"])
+    process = await _spawn(server, executable, env)
+    sink = StderrSink(server.name)
+    exited = anyio.Event()
+    read_send, read_receive = anyio.create_memory_object_stream[Item](0)
+    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    framer = LineFramer(server.name, settings.max_message_bytes)
+    assert process.stdin is not None, "spawned with pipes"
+    assert process.stderr is not None, "spawned with pipes"
+    # Closing all four ends here too: a task cancelled before its first step never closes its own.
+    with read_send, read_receive, write_send, write_receive:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump_messages, write_receive, process.stdin)
+            tg.start_soon(sink.drain, process.stderr)
+            tg.start_soon(_report_exit, server.name, process, framer, read_send, sink, exited)
+            try:
+                yield TransportStreams(
+                    read=read_receive,
+                    write=write_send,
+                    describe=f"pid {process.pid}: {' '.join([server.command, *server.args])}",
+                    pid=process.pid,
+                    stderr_tail=sink.tail,
+                    exit_code=lambda: process.returncode,
+                )
+            finally:
+                with anyio.CancelScope(shield=True):
+                    write_send.close()
+                    await _shutdown(process, exited)
+                    read_receive.close()
+                tg.cancel_scope.cancel()
+
+
+async def _spawn(server: StdioServerConfig, executable: str, env: dict[str, str]) -> Process:
+    argv = sandbox_command(server, executable, env)  # bare argv unless the server's sandbox is on
+    try:
+        return await anyio.open_process(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=server.cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except PermissionError as exc:
+        raise CommandNotFound(server.name, executable, env["PATH"]) from exc
+    except OSError as exc:
+        raise TransportError(server.name, f"cannot start {executable!r}: {exc}") from exc
+
+
+async def _report_exit(
+    server: str,
+    process: Process,
+    framer: LineFramer,
+    sink: MemoryObjectSendStream[Item],
+    stderr: StderrSink,
+    exited: anyio.Event,
+) -> None:
+    """Forward stdout until the child exits, then end the read stream with :class:`ServerExited`."""
+    stdout_done = anyio.Event()
+
+    async def forward_stdout() -> None:
+        assert process.stdout is not None, "spawned with pipes"
+        await pump_lines(process.stdout, sink, framer)
+        stdout_done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(forward_stdout)
+        code = await wait_exit(process)
+        exited.set()
+        # Its last stdout lines and stderr words may still be in the pipes; a grandchild holding
+        # them open must not delay the report.
+        with anyio.move_on_after(EXIT_REPORT_GRACE_S):
+            await stdout_done.wait()
+            await stderr.done.wait()
+        tg.cancel_scope.cancel()
+    async with sink:
+        logger.debug("server %r: process %d exited with code %d", server, process.pid, code)
+        try:
+            await sink.send(ServerExited(server, None if code < 0 else code, stderr.tail()))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.debug("server %r: nobody is reading; exit not reported", server)
+
+
+async def _shutdown(process: Process, exited: anyio.Event) -> None:
+    """Close stdin, stop the process group, then release our pipe ends; bounded in time."""
+    assert process.stdin is not None, "spawned with pipes"
+    assert process.stdout is not None, "spawned with pipes"
+    assert process.stderr is not None, "spawned with pipes"
+    # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
+    with anyio.move_on_after(WRITER_FLUSH_S):
+        await _close_quietly(process.stdin)
+    await stop_process(process, exited)
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        await _close_quietly(pipe)
+
+
+async def _close_quietly(pipe: AsyncResource) -> None:
+    try:
+        await pipe.aclose()
+    except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+        logger.debug("closing a pipe failed: %r", exc)

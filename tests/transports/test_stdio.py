@@ -1,0 +1,235 @@
+"""The stdio transport against real child processes (the misbehaving fixture server)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+
+from mcpmux.config.models import SandboxConfig, ServerSecurity, Settings, StdioServerConfig
+from mcpmux.config.paths import server_log_file
+from mcpmux.errors import CommandNotFound, MessageTooLarge, ServerExited
+from mcpmux.transports import child_environment, open_transport
+from mcpmux.transports._stderr import LOG_FILE_MAX_BYTES
+from mcpmux.transports.stdio import INHERITED_ENV_VARS
+from tests.transports.conftest import WAIT_S, fixture_config, session_over
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+MB = 1024 * 1024
+
+
+class Received:
+    """A ``message_handler`` that keeps every transport exception the session saw."""
+
+    def __init__(self) -> None:
+        self.errors: list[Exception] = []
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.errors.append(message)
+
+
+def gone_or_zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def test_a_tool_call_round_trips_over_stdio() -> None:
+    with anyio.fail_after(WAIT_S):
+        async with open_transport(fixture_config(), Settings()) as streams:
+            assert streams.pid is not None
+            async with ClientSession(streams.read, streams.write) as session:
+                await session.initialize()
+                names = [tool.name for tool in (await session.list_tools()).tools]
+                result = await session.call_tool("echo", {"text": "hello"})
+    assert "echo" in names
+    assert result.content[0].text == "hello"  # type: ignore[union-attr]
+
+
+def test_a_parent_variable_outside_the_allow_list_is_not_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPMUX_TEST_LEAK", "secret")
+    monkeypatch.setenv("LC_TEST_LOCALE", "C")
+    env = child_environment(fixture_config(env={"GIVEN": "yes"}))
+    assert "MCPMUX_TEST_LEAK" not in env
+    assert env["GIVEN"] == "yes"
+    assert env["LC_TEST_LOCALE"] == "C"
+    assert set(env) <= {*INHERITED_ENV_VARS, "GIVEN", *(k for k in env if k.startswith("LC_"))}
+
+
+async def test_the_child_sees_only_the_allow_listed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPMUX_TEST_LEAK", "secret")
+    config = fixture_config("--print-env", env={"GIVEN": "yes"})
+    with anyio.fail_after(WAIT_S):
+        async with session_over(config, Settings()) as (streams, session):
+            await session.initialize()
+            seen = json.loads(streams.stderr_tail().splitlines()[0])
+    assert "MCPMUX_TEST_LEAK" not in seen
+    assert seen["GIVEN"] == "yes"
+    assert seen["HOME"] == os.environ["HOME"]
+
+
+async def test_a_missing_command_is_reported_with_the_path_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nowhere/bin:/also/not")
+    config = StdioServerConfig(name="ghost", command="no-such-mcp-server")
+    with pytest.raises(CommandNotFound) as caught:
+        async with open_transport(config, Settings()):
+            pass
+    assert caught.value.search_path == "/nowhere/bin:/also/not"
+    assert "/nowhere/bin:/also/not" in str(caught.value)
+
+
+async def test_an_exit_before_the_handshake_reports_code_and_stderr(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="mcpmux.server.fx")
+    with anyio.fail_after(WAIT_S):
+        async with open_transport(fixture_config("--exit-before-handshake"), Settings()) as streams:
+            items = [item async for item in streams.read]
+    assert len(items) == 1
+    exited = items[0]
+    assert isinstance(exited, ServerExited)
+    assert exited.exit_code == 3
+    assert "refusing to start" in exited.stderr_tail
+    assert "refusing to start" in str(exited)
+    assert "refusing to start" in server_log_file("fx").read_text()
+    assert any(r.name == "mcpmux.server.fx" and "refusing to start" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_crash_mid_call_fails_the_request_at_once() -> None:
+    received = Received()
+    with anyio.fail_after(WAIT_S):
+        async with session_over(fixture_config(), Settings(), message_handler=received) as (streams, session):
+            await session.initialize()
+            start = time.monotonic()
+            with pytest.raises(MCPError):
+                await session.call_tool("crash", {"code": 7})
+            elapsed = time.monotonic() - start
+            assert streams.exit_code() == 7
+    assert elapsed < 2.0
+    exited = [e for e in received.errors if isinstance(e, ServerExited)]
+    assert exited
+    assert exited[0].exit_code == 7
+    assert "crashing (fixture)" in exited[0].stderr_tail
+
+
+async def test_a_grandchild_dies_with_the_connection_and_no_zombie_is_left() -> None:
+    with anyio.fail_after(WAIT_S):
+        async with session_over(fixture_config(), Settings()) as (streams, session):
+            await session.initialize()
+            result = await session.call_tool("spawn_grandchild", {})
+            grandchild = int(result.content[0].text)  # type: ignore[union-attr]
+            assert psutil.pid_exists(grandchild)
+            child = streams.pid
+    assert child is not None
+    assert gone_or_zombie(grandchild)
+    assert not psutil.pid_exists(child), "the child was not reaped"
+
+
+async def test_a_child_ignoring_stdin_close_is_killed_within_bounds() -> None:
+    config = StdioServerConfig(name="stubborn", command="sleep", args=("600",))
+    start = time.monotonic()
+    with anyio.fail_after(WAIT_S):
+        async with open_transport(config, Settings()) as streams:
+            pid = streams.pid
+    assert time.monotonic() - start < 6.0
+    assert pid is not None
+    assert not psutil.pid_exists(pid)
+
+
+async def test_a_hanging_call_times_out_and_teardown_stays_bounded() -> None:
+    start = time.monotonic()
+    with anyio.fail_after(WAIT_S):
+        async with session_over(fixture_config(), Settings()) as (_streams, session):
+            await session.initialize()
+            with pytest.raises(MCPError):
+                await session.call_tool("hang", {}, read_timeout_seconds=0.5)
+    assert time.monotonic() - start < 10.0
+
+
+async def test_a_10_mb_stderr_flood_does_not_stall_a_call() -> None:
+    with anyio.fail_after(WAIT_S):
+        async with session_over(fixture_config(), Settings()) as (streams, session):
+            await session.initialize()
+            start = time.monotonic()
+            assert (await session.call_tool("flood", {"mb": 10})).is_error is False
+            assert (await session.call_tool("echo", {"text": "after"})).is_error is False
+            elapsed = time.monotonic() - start
+            tail = streams.stderr_tail()
+    assert elapsed < 10.0
+    assert 0 < len(tail) <= 64 * 1024
+    log = server_log_file("fx")
+    assert log.exists()
+    assert log.stat().st_size <= LOG_FILE_MAX_BYTES + 64 * 1024
+    rotated = log.with_name("fx.log.1")
+    assert log.stat().st_size + (rotated.stat().st_size if rotated.exists() else 0) >= 10 * MB
+
+
+async def test_an_oversized_stdout_line_is_dropped_and_the_session_goes_on() -> None:
+    received = Received()
+    settings = Settings(max_message_bytes=1 * MB)
+    with anyio.fail_after(WAIT_S):
+        async with session_over(fixture_config(), settings, message_handler=received) as (_streams, session):
+            await session.initialize()
+            await session.call_tool("giant", {"size": 8 * MB})
+            result = await session.call_tool("echo", {"text": "still here"})
+    assert result.content[0].text == "still here"  # type: ignore[union-attr]
+    too_large = [e for e in received.errors if isinstance(e, MessageTooLarge)]
+    assert len(too_large) == 1
+    assert too_large[0].size >= 8 * MB - 8
+
+
+async def test_garbage_on_stdout_is_ignored() -> None:
+    with anyio.fail_after(WAIT_S):
+        async with session_over(fixture_config("--garbage", "3"), Settings()) as (_streams, session):
+            await session.initialize()
+            await session.call_tool("garbage", {"lines": 5})
+            result = await session.call_tool("echo", {"text": "ok"})
+    assert result.content[0].text == "ok"  # type: ignore[union-attr]
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts /proc/self/fd")
+async def test_200_open_close_cycles_leak_no_file_descriptor() -> None:
+    config = StdioServerConfig(name="cat", command="cat")
+    for _ in range(3):
+        async with open_transport(config, Settings()):
+            pass
+    baseline = open_fds()
+    pids: list[int] = []
+    with anyio.fail_after(60):
+        for _ in range(200):
+            async with open_transport(config, Settings()) as streams:
+                assert streams.pid is not None
+                pids.append(streams.pid)
+    assert open_fds() == baseline
+    assert not any(psutil.pid_exists(pid) for pid in pids)
+
+
+async def test_a_sandboxed_server_runs_through_the_sandbox_wrapper() -> None:
+    from mcpmux.transports.sandbox import sandbox_backend
+
+    if sandbox_backend().name not in ("bubblewrap", "landlock"):
+        pytest.skip("no sandbox backend works on this machine")
+    sandbox = SandboxConfig(enabled=True)
+    config = fixture_config().model_copy(update={"security": ServerSecurity(sandbox=sandbox)})
+    with anyio.fail_after(WAIT_S):
+        async with session_over(config) as (streams, session):
+            await session.initialize()
+            result = await session.call_tool("echo", {"text": "boxed"})
+            pid = streams.pid
+    assert result.content[0].text == "boxed"  # type: ignore[union-attr]
+    assert pid is not None
+    assert not psutil.pid_exists(pid)
