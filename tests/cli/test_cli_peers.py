@@ -32,8 +32,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         + _entry("time", "time", ", env: {TOKEN: '${PEER_SECRET}'}")
         + _entry("everything", "everything")
         + "    - {name: broken, type: stdio, command: not-installed-anywhere-mcp}\n"
-        + "    - {name: crashing, type: stdio, command: sh, args: ['-c', 'echo boom on stderr >&2; exit 3'],"
-        " retry_attempts: 0}\n",
+        + "    - {name: crashing, type: stdio, command: sh,"
+        " args: ['-c', 'echo boom on stderr >&2; exit 3', '${PEER_SECRET}'], retry_attempts: 0}\n",
         encoding="utf-8",
     )
     return tmp_path
@@ -100,7 +100,9 @@ def test_test_reports_protocol_counts_and_timings(project: Path) -> None:
 def test_list_reports_every_server_with_state_and_reason(project: Path) -> None:
     run = mcpmux("list", "--json")
     assert run.returncode == 0, run.stderr
+    assert "s3cr3t-value-for-test" not in run.stdout
     rows = {r["name"]: r for r in json.loads(run.stdout)}
+    assert rows["crashing"]["target"].endswith("****")
     assert rows["time"]["state"] == "connected" and rows["time"]["tools"] == 2
     assert rows["broken"]["state"] == "failed" and "not found on PATH" in rows["broken"]["reason"]
     assert rows["crashing"]["state"] == "failed" and "boom on stderr" in rows["crashing"]["reason"]

@@ -21,6 +21,7 @@ from mcpmux.cli import render
 from mcpmux.cli.completion import complete_prompts, complete_servers, complete_tools
 from mcpmux.cli.output import emit, err_console, json_option, state, table
 from mcpmux.config import Config, load_config
+from mcpmux.config.display import mask_secrets
 from mcpmux.errors import EXIT_FAILED, EXIT_OK, MCPMuxError
 
 if TYPE_CHECKING:
@@ -120,7 +121,8 @@ def list_cmd() -> None:
 
     async def body(config: Config) -> list[dict[str, Any]]:
         async with managed(config) as guard:
-            return [s.to_json() for s in guard.status()]
+            # A target (command line or URL) may hold an interpolated secret.
+            return [mask_secrets(s.to_json(), config.secret_values) for s in guard.status()]
 
     rows = run(body)
 
@@ -283,7 +285,8 @@ def refresh_cmd(server: str | None) -> int:
             config.server(server)
         async with managed(config, start=False) as guard:
             await guard.manager.refresh(server)
-            return [s.to_json() for s in guard.status() if server is None or s.name == server]
+            rows = [s.to_json() for s in guard.status() if server is None or s.name == server]
+            return [mask_secrets(row, config.secret_values) for row in rows]
 
     rows = run(body)
 

@@ -13,7 +13,7 @@ from mcpmux.cli.completion import complete_servers
 from mcpmux.cli.manager_cmds import managed, run
 from mcpmux.cli.output import emit, json_option, state
 from mcpmux.config import Config, StdioServerConfig, config_to_dict, load_config
-from mcpmux.config.display import MASK
+from mcpmux.config.display import MASK, mask_secrets
 from mcpmux.config.paths import server_log_file
 
 STDERR_TAIL_LINES = 20
@@ -36,7 +36,7 @@ def show_cmd(name: str) -> None:
             caps = info.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True) if info else None
             return {
                 "config": _server_config(config, name),
-                "status": status.to_json(),
+                "status": mask_secrets(status.to_json(), config.secret_values),
                 "capabilities": caps,
                 "instructions": info.instructions if info else None,
                 "environment": _child_environment(server, config.secret_values),
@@ -44,7 +44,7 @@ def show_cmd(name: str) -> None:
                 "withheld": [{"tool": e.tool.name, "kind": e.kind, "reason": e.reason} for e in guard.withheld(name)],
                 "resources": [r.uri for r in manager.resources(name)],
                 "prompts": [p.name for p in manager.prompts(name)],
-                "stderr_tail": stderr.splitlines()[-STDERR_TAIL_LINES:],
+                "stderr_tail": mask_secrets(stderr.splitlines()[-STDERR_TAIL_LINES:], config.secret_values),
             }
 
     data = run(body)

@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from mcpmux.config.models import Config
 
-__all__ = ["MASK", "config_to_dict", "looks_secret", "redact"]
+__all__ = ["MASK", "config_to_dict", "looks_secret", "mask_secrets", "redact"]
 
 MASK = "****"
 
@@ -63,7 +63,7 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, A
             mapping: dict[str, SecretStr] | None = getattr(server, key, None)
             if mapping:
                 data[key] = {k: v.get_secret_value() if show_secrets else MASK for k, v in mapping.items()}
-        servers.append(data if show_secrets else _mask(data, config.secret_values))
+        servers.append(data if show_secrets else mask_secrets(data, config.secret_values))
     out: dict[str, Any] = {
         "mcp": {
             "servers": servers,
@@ -78,11 +78,13 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, A
     return out
 
 
-def _mask(value: Any, secrets: frozenset[str]) -> Any:
+def mask_secrets(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` (JSON-like data) with every secret masked in every string it contains."""
+    secrets = frozenset(secrets)
     if isinstance(value, str):
         return value if value == MASK else redact(value, secrets)
     if isinstance(value, list):
-        return [_mask(v, secrets) for v in value]
+        return [mask_secrets(v, secrets) for v in value]
     if isinstance(value, dict):
-        return {k: _mask(v, secrets) for k, v in value.items()}
+        return {k: mask_secrets(v, secrets) for k, v in value.items()}
     return value
