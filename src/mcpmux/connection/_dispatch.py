@@ -1,0 +1,37 @@
+"""The SDK's JSON-RPC dispatcher, plus the two facts a connection needs from its receive loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.transport_context import TransportContext
+
+from mcpmux.transports.base import TransportStreams
+
+__all__ = ["WatchedDispatcher"]
+
+
+class WatchedDispatcher(JSONRPCDispatcher[TransportContext]):
+    """A dispatcher that records transport faults in order and signals when its receive loop ends.
+
+    The fault hook runs inline in the read loop, so a child's ``ServerExited`` is recorded before
+    the end of stream wakes the waiting requests: a failed call can always cite it.
+    """
+
+    def __init__(self, streams: TransportStreams, on_fault: Callable[[Exception], None]) -> None:
+        self._on_fault = on_fault
+        self.ended = anyio.Event()
+        super().__init__(streams.read, streams.write, on_stream_exception=self._record_fault)
+
+    async def _record_fault(self, exc: Exception) -> None:
+        self._on_fault(exc)
+
+    async def run(self, *args: Any, **kwargs: Any) -> None:
+        """Drive the receive loop (see ``JSONRPCDispatcher.run``); set ``ended`` when it stops."""
+        try:
+            await super().run(*args, **kwargs)
+        finally:
+            self.ended.set()

@@ -1,0 +1,77 @@
+"""The conformance suite's client under test: acts out ``MCP_CONFORMANCE_SCENARIO`` through ``Connection``.
+
+Run by ``conformance client --command "<python> tests/conformance/client.py"``, which appends the
+mock server's URL and sets the scenario (and, for some, ``MCP_CONFORMANCE_CONTEXT``). Exit 0 when
+the scenario was acted out, 1 with the error on stderr otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from mcpmux.config.models import Settings, StreamableHttpServerConfig
+from mcpmux.connection import ClientCallbacks, Connection, raise_for_tool_error
+from mcpmux.errors import MCPMuxError
+
+CONNECT_TIMEOUT_MS = 15_000
+CALL_TIMEOUT_MS = 15_000
+
+# A tool per scenario and its arguments; a scenario not listed lists tools and calls none.
+SCENARIO_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "tools_call": ("add_numbers", {"a": 5, "b": 3}),
+    "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
+    "sse-retry": ("test_reconnection", {}),
+}
+
+
+async def accept_with_defaults(server: str, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """Accept a form with every field at its schema default (SEP-1034); accept a URL outright."""
+    if isinstance(params, types.ElicitRequestURLParams):
+        return types.ElicitResult(action="accept")
+    properties: dict[str, Any] = params.requested_schema.get("properties", {})
+    content = {name: spec["default"] for name, spec in properties.items() if "default" in spec}
+    return types.ElicitResult(action="accept", content=content)
+
+
+async def canned_sampling(server: str, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    """Answer a sampling request without a model (the suite checks the exchange, not the text)."""
+    text = types.TextContent(type="text", text="This is a test response from the conformance client.")
+    return types.CreateMessageResult(role="assistant", content=text, model="conformance-client")
+
+
+async def act(scenario: str, url: str) -> None:
+    """Connect to ``url``, list the tools, and call the one the scenario is about."""
+    server = StreamableHttpServerConfig(
+        name="conformance", url=url, connect_timeout_ms=CONNECT_TIMEOUT_MS, timeout_ms=CALL_TIMEOUT_MS
+    )
+    callbacks = ClientCallbacks(elicitation=accept_with_defaults, sampling=canned_sampling)
+    async with Connection(server, Settings(), callbacks=callbacks) as conn:
+        tools = {tool.name for tool in await conn.list_tools()}
+        call = SCENARIO_CALLS.get(scenario)
+        if call is not None and call[0] in tools:
+            result = await conn.call_tool(*call)
+            raise_for_tool_error(server.name, call[0], result)
+            print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)))
+
+
+def main() -> int:
+    """Act out the scenario; the exit code tells the suite whether the client got through."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
+    try:
+        anyio.run(act, scenario, sys.argv[-1])
+    except MCPMuxError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""A real child over our stdio transport: crash mid-call, death before the handshake, a hang."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcpmux.config.models import Settings, StdioServerConfig
+from mcpmux.connection import Connection, ToolResult
+from mcpmux.errors import CommandNotFound, MCPTimeoutError, ServerExited
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "misbehaving_server.py"
+
+
+def misbehaving(*args: str, **fields: Any) -> Connection:
+    """A connection to the misbehaving fixture server, through ``open_transport``."""
+    server = StdioServerConfig(name="bad", command=sys.executable, args=(str(FIXTURE), *args), **fields)
+    return Connection(server, Settings())
+
+
+async def test_a_crash_mid_call_fails_it_at_once_with_exit_code_and_stderr() -> None:
+    with anyio.fail_after(20):
+        async with misbehaving(timeout_ms=60_000) as conn:
+            assert ToolResult.of(await conn.call_tool("echo", {"text": "hi"})).text == "hi"
+            started = time.perf_counter()
+            with pytest.raises(ServerExited) as caught:
+                await conn.call_tool("crash", {"code": 7})
+            elapsed = time.perf_counter() - started
+    assert elapsed < 5
+    assert caught.value.exit_code == 7
+    assert "crashing (fixture)" in caught.value.stderr_tail
+    assert conn.info.pid is not None
+
+
+async def test_a_child_that_exits_before_the_handshake_says_why() -> None:
+    with anyio.fail_after(20), pytest.raises(ServerExited) as caught:
+        async with misbehaving("--exit-before-handshake"):
+            pass
+    assert caught.value.exit_code == 3
+    assert "refusing to start" in caught.value.stderr_tail
+
+
+async def test_a_hanging_call_times_out_and_the_child_keeps_serving() -> None:
+    with anyio.fail_after(20):
+        async with misbehaving() as conn:
+            with pytest.raises(MCPTimeoutError):
+                await conn.call_tool("hang", {}, timeout=0.3)
+            assert ToolResult.of(await conn.call_tool("echo", {"text": "still here"})).text == "still here"
+
+
+def shell(script: str, **fields: Any) -> Connection:
+    """A connection to ``sh -c script`` (never an MCP server)."""
+    return Connection(StdioServerConfig(name="sh", command="sh", args=("-c", script), **fields), Settings())
+
+
+async def test_a_missing_command_is_command_not_found() -> None:
+    server = StdioServerConfig(name="nope", command="no-such-mcp-server-xyz")
+    with anyio.fail_after(10), pytest.raises(CommandNotFound):
+        async with Connection(server, Settings()):
+            pass
+
+
+async def test_a_child_that_never_answers_fails_the_connect_deadline() -> None:
+    started = time.perf_counter()
+    with anyio.fail_after(10), pytest.raises(MCPTimeoutError) as caught:
+        async with shell("exec sleep 600", connect_timeout_ms=300):
+            pass
+    assert caught.value.operation == "connect"
+    assert time.perf_counter() - started < 5
+
+
+async def test_a_child_that_died_while_a_grandchild_holds_its_stdout_is_reported_not_timed_out() -> None:
+    # The grandchild keeps the pipe open, so no end of stream comes: only the exit code tells.
+    with anyio.fail_after(10), pytest.raises(ServerExited) as caught:
+        async with shell("sleep 600 & echo 'dying (fixture)' >&2; exit 4", connect_timeout_ms=500):
+            pass
+    assert caught.value.exit_code == 4
+    assert "dying (fixture)" in caught.value.stderr_tail
