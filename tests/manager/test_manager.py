@@ -157,3 +157,32 @@ async def test_a_disabled_server_is_never_started() -> None:
             assert mux.status()[0].state is ServerState.DISABLED
             with pytest.raises(ServerUnavailable, match="disabled"):
                 await mux.supervisor("off").connection_for_call()
+
+
+async def test_lists_are_relisted_when_their_2026_ttl_hint_expires() -> None:
+    from mcp.server import Server, ServerRequestContext
+
+    from mcpmux.connection import Connection
+    from tests.connection.servers import in_memory
+
+    listed: list[int] = []
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        listed.append(len(listed))
+        tools = [types.Tool(name=f"t{i}", input_schema={"type": "object"}) for i in range(len(listed))]
+        return types.ListToolsResult(tools=tools, ttl_ms=50)
+
+    lowlevel: Server[Any] = Server("stateless", on_list_tools=list_tools)
+
+    def connect(config: Any, settings: Settings, callbacks: Any) -> Connection:
+        return Connection(config, settings, callbacks=callbacks, transport=lambda: in_memory(lowlevel))
+
+    mux = Manager([stdio("sl", protocol="2026-07-28")], connection_factory=connect, catalog=False)
+    with anyio.fail_after(10):
+        async with mux, mux.subscribe() as events:
+            assert mux.supervisor("sl").connection.protocol_version == "2026-07-28"  # type: ignore[union-attr]
+            assert [t.name for t in mux.tools()] == ["sl:t0"]
+            async for event in events:  # no list_changed in this era: the ttl (floored to 1 s) drives it
+                if isinstance(event, ListChanged):
+                    break
+            assert [t.name for t in mux.tools()] == ["sl:t0", "sl:t1"]

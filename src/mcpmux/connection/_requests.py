@@ -43,6 +43,8 @@ class Requests:
         self._session: ClientSession | None = None
         self._evidence = Evidence(name)
         self._listed: set[str] = set()
+        self.list_ttl_ms: dict[str, int] = {}
+        """The ``ttlMs`` cache hint of the last listing per method (2026-07-28 era; smallest page's)."""
 
     async def call(self, method: str, timeout: float | None, send: Callable[[ClientSession], Awaitable[_T]]) -> _T:
         """Run ``send`` on the session under one deadline, mapping every foreign error.
@@ -135,11 +137,15 @@ class Requests:
             collected: list[_Item] = []
             cursor: str | None = None
             seen: set[str] = set()
+            ttls: list[int] = []
             for _ in range(MAX_PAGES):
                 page = await fetch(session, None if cursor is None else types.PaginatedRequestParams(cursor=cursor))
                 collected.extend(items(page))
+                ttls.append(getattr(page, "ttl_ms", 0))
                 cursor = page.next_cursor
                 if cursor is None:
+                    if is_modern(session.protocol_version):
+                        self.list_ttl_ms[method] = min(ttls)
                     return collected
                 if cursor in seen:
                     raise ProtocolError(self.name, f"{method} repeated the cursor {cursor!r}")

@@ -9,6 +9,7 @@ restart after a crash) and fails fast while the circuit breaker is open.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -307,9 +308,16 @@ class Supervisor:
 
     async def _relister(self, connection: Connection) -> None:
         while True:
-            await self._relist.wait()
-            # A server may announce several changes at once (server-everything sends five).
-            await anyio.sleep(RELIST_DEBOUNCE_S)
+            expiring = _expiring_lists(connection)
+            with anyio.move_on_after(min(expiring.values(), default=math.inf)):
+                await self._relist.wait()
+            if self._relist.is_set():
+                # A server may announce several changes at once (server-everything sends five).
+                await anyio.sleep(RELIST_DEBOUNCE_S)
+            else:
+                # The 2026-07-28 era has no unsolicited list_changed: a list's ttlMs says when it is stale.
+                soonest = min(expiring.values())
+                self._relist_kinds |= {kind for kind, ttl in expiring.items() if ttl <= soonest + RELIST_DEBOUNCE_S}
             self._relist = anyio.Event()
             kinds, self._relist_kinds = self._relist_kinds, set()
             try:
@@ -370,3 +378,20 @@ class Supervisor:
         if getattr(config, "command", None):
             return " ".join([config.command, *config.args])
         return f"builtin {getattr(config, 'kind', config.name)}"
+
+
+_LIST_KINDS = {"tools/list": "tools", "resources/list": "resources", "resources/templates/list": "resources",
+               "prompts/list": "prompts"}  # fmt: skip
+TTL_FLOOR_S = 1.0
+TTL_CAP_S = 24 * 3600.0
+
+
+def _expiring_lists(connection: Connection) -> dict[str, float]:
+    """Seconds until each list kind with a ``ttlMs`` hint goes stale (floored, so a tiny hint cannot spin)."""
+    expiring: dict[str, float] = {}
+    for method, ttl_ms in connection.list_ttl_ms.items():
+        kind = _LIST_KINDS.get(method)
+        if kind is not None and ttl_ms > 0:
+            seconds = min(max(ttl_ms / 1000, TTL_FLOOR_S), TTL_CAP_S)
+            expiring[kind] = min(seconds, expiring.get(kind, seconds))
+    return expiring
