@@ -24,3 +24,12 @@ def test_the_readme_example_names_exist() -> None:
     from mcpmux import Manager, ToolBridge, load_config
 
     assert callable(load_config) and Manager.call_tool and ToolBridge.tools
+
+
+def test_a_manager_and_guard_over_lazy_servers_do_not_import_the_sdk_client() -> None:
+    code = (
+        "import sys, mcpmux.manager.manager, mcpmux.policy.guard, mcpmux.cli.manager_cmds; "
+        "print('mcp' in sys.modules)"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "False"

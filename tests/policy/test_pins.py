@@ -80,8 +80,21 @@ def test_strict_exposes_nothing_until_approved(store: StateStore) -> None:
 
 def test_a_suspicious_tool_is_quarantined_even_on_first_sight(store: StateStore) -> None:
     book = PinBook(store, "tofu")
-    verdict = book.check(tool(), suspicious="hidden instruction in the description")
+    verdict = book.check(tool(), suspicion=lambda: "hidden instruction in the description")
     assert not verdict.exposed and verdict.reason == "hidden instruction in the description"
+
+
+def test_a_pinned_unchanged_definition_is_not_scanned_again(store: StateStore) -> None:
+    book = PinBook(store, "tofu")
+    scans: list[str] = []
+
+    def scanner() -> None:
+        scans.append("scanned")
+
+    book.check(tool(), suspicion=scanner)
+    book.check(tool(), suspicion=scanner)
+    book.check(tool(description="changed"), suspicion=scanner)
+    assert scans == ["scanned", "scanned"]
 
 
 def test_pinning_off_pins_nothing(store: StateStore) -> None:

@@ -16,16 +16,16 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream
-from mcp.shared.dispatcher import ProgressFnT
 
+from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.config.models import Config, ServerConfig, Settings
-from mcpmux.connection import ClientCallbacks, Connection, ListKind
+from mcpmux.connection.callbacks import ClientCallbacks, ListKind
 from mcpmux.errors import (
     ConfigError,
     ConfigProblem,
@@ -39,7 +39,11 @@ from mcpmux.manager.events import Event, EventHub
 from mcpmux.manager.models import PromptInfo, ResourceInfo, ServerState, ServerStatus, ToolInfo
 from mcpmux.manager.registry import GET_PROMPT, READ_RESOURCE, Registry, ServerCatalog
 from mcpmux.manager.supervisor import ConnectionFactory, Supervisor
-from mcpmux.transports.sandbox import with_effective_sandbox
+
+if TYPE_CHECKING:
+    from mcp.shared.dispatcher import ProgressFnT
+
+    from mcpmux.connection import Connection
 
 __all__ = ["DEFAULT_CONNECT_CONCURRENCY", "Manager"]
 

@@ -14,13 +14,13 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
 from mcpmux.config.models import ServerConfig, Settings
-from mcpmux.connection import ClientCallbacks, Connection
+from mcpmux.connection.callbacks import ClientCallbacks
 from mcpmux.errors import (
     AuthRequired,
     Busy,
@@ -37,12 +37,15 @@ from mcpmux.manager.events import EventHub, ListChanged, StateChanged
 from mcpmux.manager.models import ServerState, Transition
 from mcpmux.manager.registry import Registry, ServerCatalog
 
+if TYPE_CHECKING:
+    from mcpmux.connection import Connection
+
 __all__ = ["HEALTHY_UPTIME_S", "ConnectionFactory", "Supervisor"]
 
 logger = logging.getLogger(__name__)
 
-ConnectionFactory = Callable[[ServerConfig, Settings, ClientCallbacks], Connection]
-ListsStored = Callable[[ServerConfig, ServerCatalog, Connection], None]
+ConnectionFactory = Callable[[ServerConfig, Settings, ClientCallbacks], "Connection"]
+ListsStored = Callable[[ServerConfig, ServerCatalog, "Connection"], None]
 
 HEALTHY_UPTIME_S = 60.0
 RELIST_DEBOUNCE_S = 0.05
@@ -52,6 +55,9 @@ _PERMANENT = (CommandNotFound, AuthRequired, ProtocolVersionMismatch, ConfigErro
 
 
 def _default_factory(server: ServerConfig, settings: Settings, callbacks: ClientCallbacks) -> Connection:
+    # Imported here: a manager serving lazy servers from the catalog never loads the SDK client.
+    from mcpmux.connection.connection import Connection
+
     return Connection(server, settings, callbacks=callbacks)
 
 

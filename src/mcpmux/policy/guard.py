@@ -16,11 +16,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-from mcp.shared.dispatcher import ProgressFnT
 
 from mcpmux.errors import ApprovalDenied, MCPMuxError, ToolDefinitionChanged, ToolDenied, ToolQuarantined
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
@@ -30,6 +29,9 @@ from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import suspect
 from mcpmux.policy.store import StateStore
+
+if TYPE_CHECKING:
+    from mcp.shared.dispatcher import ProgressFnT
 
 __all__ = ["Exposure", "Guard", "Suspicion"]
 
@@ -111,8 +113,8 @@ class Guard:
         if listing.action == "deny":
             exposure = Exposure(tool, False, "denied", listing.rule)
         else:
-            suspicious = self._suspicion(tool, everyone) if self._suspicion is not None else None
-            verdict = self.pins.check(tool, suspicious=suspicious)
+            scanner = self._suspicion
+            verdict = self.pins.check(tool, suspicion=None if scanner is None else lambda: scanner(tool, everyone))
             exposure = Exposure(
                 tool, verdict.exposed, "ok" if verdict.exposed else "quarantined", verdict.reason, verdict
             )

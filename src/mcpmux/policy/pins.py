@@ -15,6 +15,7 @@ import difflib
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -88,21 +89,25 @@ class PinBook:
     def __init__(self, store: StateStore, mode: PinningMode) -> None:
         self._store, self.mode = store, mode
 
-    def check(self, tool: ToolInfo, *, suspicious: str | None = None) -> PinVerdict:
+    def check(self, tool: ToolInfo, *, suspicion: Callable[[], str | None] | None = None) -> PinVerdict:
         """Pin ``tool`` on first sight (tofu), compare it with its pin, and say if it may be exposed.
 
-        ``suspicious`` (a scanner's high-severity finding) quarantines a tool even on first sight.
+        ``suspicion`` (the scanner) is asked only about a definition seen for the first time or
+        changed: a high-severity finding quarantines it even under ``tofu``. A definition already
+        pinned (scanned then, or approved by a person) is not scanned again.
         """
         if self.mode == "off" or tool.synthetic:
             return PinVerdict(True, "pinning is off" if self.mode == "off" else "made by mcpmux", None)
         digest, definition = definition_hash(tool), canonical_definition(tool)
         pin = self.get(tool.server, tool.tool)
         if pin is None:
+            suspicious = suspicion() if suspicion is not None else None
             approved = self.mode == "tofu" and suspicious is None
             reason = suspicious or ("awaiting approval (pinning: strict)" if not approved else "")
             pin = self._insert(tool, digest, definition, approved, reason or None)
         elif pin.hash != digest:
             if pin.pending_hash != digest:
+                suspicious = suspicion() if suspicion is not None else None
                 pin = self._set_pending(pin, digest, definition, suspicious or "definition changed")
             return PinVerdict(False, pin.pending_reason or "definition changed", pin)
         if not pin.approved:
