@@ -201,3 +201,25 @@ async def test_the_global_sandbox_applies_to_every_stdio_server() -> None:
             launcher = " ".join(psutil.Process(status.pid).cmdline())
             assert ("bwrap" if backend.name == "bubblewrap" else "_landlock_exec") in launcher
             assert '"timezone": "UTC"' in text(await mux.call_tool("time:get_current_time", {"timezone": "UTC"}))
+
+
+async def test_the_sandbox_confines_the_builtin_workspaces_commands(tmp_path: Path) -> None:
+    from mcpmux.config.models import BuiltinServerConfig, SandboxConfig, SecurityConfig
+    from mcpmux.transports.sandbox import sandbox_backend
+
+    backend = sandbox_backend()
+    if backend.name == "none":
+        pytest.skip(backend.explain())
+    root, outside = tmp_path / "root", tmp_path / "outside.txt"
+    root.mkdir()
+    outside.write_text("secret outside the workspace\n", encoding="utf-8")
+    security = SecurityConfig(sandbox=SandboxConfig(enabled=True, network=False))
+    config = Config(servers=(BuiltinServerConfig(name="workspace", root=root),), settings=SETTINGS, security=security)
+    with anyio.fail_after(60):
+        async with Manager(config, catalog=False) as mux:
+            make = {"command": "echo made > inside.txt && cat inside.txt"}
+            inside = await mux.call_tool("workspace:execute_shell", make)
+            assert "made" in text(inside) and (root / "inside.txt").read_text() == "made\n"
+            escaped = await mux.call_tool("workspace:execute_shell", {"command": f"cat {outside}"})
+            assert "secret outside the workspace" not in text(escaped)
+            assert "exit code" in text(escaped).lower()

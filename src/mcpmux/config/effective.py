@@ -13,7 +13,14 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from mcpmux.config.models import SandboxConfig, SecurityConfig, ServerConfig, ServerSecurity, StdioServerConfig
+from mcpmux.config.models import (
+    BuiltinServerConfig,
+    SandboxConfig,
+    SecurityConfig,
+    ServerConfig,
+    ServerSecurity,
+    StdioServerConfig,
+)
 
 __all__ = ["effective_sandbox", "fingerprint", "with_effective_sandbox"]
 
@@ -24,10 +31,11 @@ def effective_sandbox(server: ServerConfig, security: SecurityConfig) -> Sandbox
     """The sandbox ``server`` runs in: the global one with the server's explicitly set keys over it.
 
     A server's own ``sandbox:`` block that does not say ``enabled`` turns the sandbox on (asking
-    for paths means asking for isolation). Returns ``None`` when it is not enabled, and for every
-    non-stdio server (nothing to isolate).
+    for paths means asking for isolation). Returns ``None`` when it is not enabled, and for network
+    servers (no process of ours to isolate). For a built-in server it isolates the commands its
+    tools run (the workspace's ``execute_shell`` and ``execute_python``).
     """
-    if not isinstance(server, StdioServerConfig):
+    if not isinstance(server, StdioServerConfig | BuiltinServerConfig):
         return None
     merged = security.sandbox
     own = server.security.sandbox if server.security else None
@@ -38,8 +46,8 @@ def effective_sandbox(server: ServerConfig, security: SecurityConfig) -> Sandbox
 
 
 def with_effective_sandbox(server: ServerConfig, security: SecurityConfig) -> ServerConfig:
-    """``server`` with :func:`effective_sandbox` as its own sandbox: what the stdio transport enforces."""
-    if not isinstance(server, StdioServerConfig):
+    """``server`` with :func:`effective_sandbox` as its own sandbox: what its transport enforces."""
+    if not isinstance(server, StdioServerConfig | BuiltinServerConfig):
         return server
     sandbox = effective_sandbox(server, security) or SandboxConfig(enabled=False)
     own = server.security or ServerSecurity()

@@ -23,6 +23,7 @@ from mcpmux.errors import TransportError
 from mcpmux.servers import build_server
 from mcpmux.servers._sdk import lowlevel_server
 from mcpmux.transports.base import TransportStreams
+from mcpmux.transports.sandbox import command_wrapper
 
 __all__ = ["SHUTDOWN_GRACE_S", "open_builtin", "open_mcp_server"]
 
@@ -43,12 +44,16 @@ async def open_builtin(server: BuiltinServerConfig, settings: Settings) -> Async
     """Run the built-in server of ``server`` in-process and yield the client side of its streams.
 
     ``settings`` is accepted for the transport table's uniform signature; an in-process server has
-    no connect timeout or message size to enforce.
+    no connect timeout or message size to enforce. With the server's sandbox on, the workspace's
+    ``execute_shell`` and ``execute_python`` run inside it, with the root writable.
 
     Raises:
         ConfigError: unknown kind, or a root that is not a directory (raised before yielding).
     """
-    built = build_server(server.kind, root=server.root, database=server.database)
+    sandbox = server.security.sandbox if server.security else None
+    root = (server.root or Path.cwd()).resolve()
+    wrapper = command_wrapper(server.name, sandbox, root) if server.kind == "workspace" else None
+    built = build_server(server.kind, root=server.root, database=server.database, sandbox=wrapper)
     async with open_mcp_server(built, name=server.name, describe=_describe(server)) as streams:
         yield streams
 

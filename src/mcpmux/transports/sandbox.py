@@ -21,7 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -123,6 +123,32 @@ def sandbox_command(server: StdioServerConfig, executable: str, env: Mapping[str
         )
     logger.warning("server %r runs WITHOUT a sandbox (required: false): %s", server.name, reason)
     return argv
+
+
+def command_wrapper(
+    name: str, sandbox: SandboxConfig | None, root: Path
+) -> Callable[[Sequence[str], Path], list[str]] | None:
+    """A wrapper that runs any command inside ``sandbox`` with ``root`` writable (the built-in
+    workspace's commands), or ``None`` when the sandbox is off.
+
+    Raises:
+        TransportError: the sandbox is required and no backend works on this machine.
+    """
+    if sandbox is None or not sandbox.enabled:
+        return None
+    backend = sandbox_backend()
+    if backend.name == "none":
+        if sandbox.required:
+            raise TransportError(name, f"sandbox required but no backend works here: {backend.explain()}")
+        logger.warning("built-in %r runs commands WITHOUT a sandbox (required: false): %s", name, backend.explain())
+        return None
+    boxed = sandbox.model_copy(update={"writable": (*sandbox.writable, str(root))})
+    build = bwrap_argv if backend.name == "bubblewrap" else landlock_argv
+
+    def wrap(argv: Sequence[str], cwd: Path) -> list[str]:
+        return build(argv[0], argv[1:], boxed, str(cwd), os.environ)
+
+    return wrap
 
 
 def bwrap_argv(
