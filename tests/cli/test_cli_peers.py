@@ -142,3 +142,16 @@ def test_refresh_fills_the_catalog_that_lazy_servers_are_listed_from(project: Pa
     listed = json.loads(mcpmux("list", "--json").stdout)
     time_row = next(r for r in listed if r["name"] == "time")
     assert (time_row["state"], time_row["pid"], time_row["tools"]) == ("configured", None, 2)
+
+
+def test_secrets_never_reach_the_logs_even_verbose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("API_TOKEN", "tok-9f8e7d6c5b4a3210")
+    (tmp_path / "mcpmux.yaml").write_text(
+        "mcp:\n  servers:\n"
+        "    - {name: api, type: http, url: 'http://127.0.0.1:9/mcp?key=${API_TOKEN}', retry_attempts: 0}\n",
+        encoding="utf-8",
+    )
+    run = mcpmux("-vv", "list")
+    assert "cannot connect" in run.stderr or "api" in run.stdout
+    assert "tok-9f8e7d6c5b4a3210" not in run.stderr + run.stdout

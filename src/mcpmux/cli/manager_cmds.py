@@ -19,7 +19,7 @@ import click
 
 from mcpmux.cli import render
 from mcpmux.cli.completion import complete_prompts, complete_servers, complete_tools
-from mcpmux.cli.output import emit, err_console, json_option, state, table
+from mcpmux.cli.output import emit, err_console, json_option, redact_logs, state, table
 from mcpmux.config import Config, load_config
 from mcpmux.config.display import mask_secrets
 from mcpmux.errors import EXIT_FAILED, EXIT_OK, MCPMuxError
@@ -37,6 +37,7 @@ def run(body: Callable[[Config], Awaitable[_T]]) -> _T:
 
     config = load_config(state().config_path)
     state().secrets = config.secret_values
+    redact_logs(config.secret_values)
     try:
         return anyio.run(body, config)
     except MCPMuxError as exc:
@@ -67,18 +68,19 @@ async def managed(config: Config, start: bool | set[str] = True) -> AsyncIterato
             status.stop()
     guard = Guard(manager, face="cli", approver=terminal_approver())
     try:
-        _warn_failed(manager, start)
+        _warn_failed(manager, start, config.secret_values)
         yield guard
     finally:
         await manager.stop()
         guard.store.close()
 
 
-def _warn_failed(manager: Manager, start: bool | set[str]) -> None:
+def _warn_failed(manager: Manager, start: bool | set[str], secrets: frozenset[str]) -> None:
     for status in manager.status():
         wanted = start is True or (isinstance(start, set) and status.name in start)
         if wanted and status.state.value in ("failed", "needs-auth"):
-            sys.stderr.write(f"warning: server {status.name!r} {status.state.value}: {status.reason}\n")
+            reason = mask_secrets(status.reason, secrets)
+            sys.stderr.write(f"warning: server {status.name!r} {status.state.value}: {reason}\n")
 
 
 def servers_for(config: Config, canonical: str) -> set[str]:

@@ -6,6 +6,7 @@ Colour follows rich's rules: none when stdout is not a terminal or ``NO_COLOR`` 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
@@ -18,7 +19,7 @@ from mcpmux.errors import ConfigError, MCPMuxError
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["emit", "err_console", "json_option", "out_console", "print_error", "state", "table"]
+__all__ = ["emit", "err_console", "json_option", "out_console", "print_error", "redact_logs", "state", "table"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -76,6 +77,33 @@ def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str |
     for row in rows:
         grid.add_row(*("" if v is None else str(v) for v in row))
     out_console().print(grid)
+
+
+class _RedactingFilter(logging.Filter):
+    """Masks known secret values in every log record that reaches a handler."""
+
+    def __init__(self, secrets: frozenset[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from mcpmux.config.display import redact
+
+        message = record.getMessage()
+        masked = redact(message, self.secrets)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def redact_logs(secrets: frozenset[str]) -> None:
+    """Mask ``secrets`` in everything logged from now on (on every handler of the root logger)."""
+    if not secrets:
+        return
+    for handler in logging.getLogger().handlers:
+        for old in [f for f in handler.filters if isinstance(f, _RedactingFilter)]:
+            handler.removeFilter(old)
+        handler.addFilter(_RedactingFilter(secrets))
 
 
 def print_error(exc: MCPMuxError, secrets: Iterable[str] = ()) -> None:

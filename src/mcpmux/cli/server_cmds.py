@@ -17,7 +17,7 @@ import click
 
 from mcpmux.cli import render
 from mcpmux.cli.completion import complete_servers
-from mcpmux.cli.output import emit, err_console, json_option, state
+from mcpmux.cli.output import emit, err_console, json_option, redact_logs, state
 from mcpmux.config import load_config
 from mcpmux.errors import MCPMuxError
 
@@ -48,6 +48,7 @@ async def _connected(name: str) -> AsyncIterator[Connection]:
 
     config = load_config(state().config_path)
     state().secrets = config.secret_values
+    redact_logs(config.secret_values)
     server = config.server(name)
     progress = err_console().status(f"connecting to {name} ({server.type})...") if sys.stderr.isatty() else None
     if progress is not None:
