@@ -1,0 +1,130 @@
+"""The provider protocol: one streamed chat completion with tools, as plain data."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mcpmux.config.models import LLMConfig
+from mcpmux.errors import MCPMuxError
+
+__all__ = ["Completion", "Message", "Provider", "ProviderError", "TextSink", "ToolCall", "Usage", "make_provider"]
+
+Message = dict[str, Any]
+"""One Chat Completions message (``{"role": ..., "content": ..., ...}``)."""
+
+TextSink = Callable[[str], Awaitable[None]]
+"""Receives the answer's text as it streams in."""
+
+DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
+
+
+class ProviderError(MCPMuxError):
+    """The model endpoint failed (unreachable, refused the request, malformed answer)."""
+
+    def __init__(self, provider: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(f"{provider}: {message}", hint=hint)
+        self.provider = provider
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call the model asked for; ``arguments`` is the raw JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens counted by the endpoint (zero when it does not report them)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt and completion tokens together."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One model turn: its text, the tool calls it asked for, and what it cost."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+    def as_message(self) -> Message:
+        """The assistant message to append to the conversation."""
+        message: Message = {"role": "assistant", "content": self.text or None}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
+
+
+class Provider(Protocol):
+    """A chat model that can call tools.
+
+    Attributes:
+        name: the provider kind (``openai``, ``anthropic``).
+        model: the model asked.
+        profile: the naming profile its tool names must follow (see :mod:`mcpmux.naming`).
+    """
+
+    name: str
+    model: str
+    profile: str
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]],
+        *,
+        on_text: TextSink | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Run one turn; stream text to ``on_text`` when given.
+
+        Args:
+            messages: the conversation so far, system message first.
+            tools: Chat Completions ``tools`` entries (``BridgeTool.to_openai()``).
+            on_text: receives text deltas as they arrive.
+            max_tokens: a cap for this turn (a server's sampling request), else the configured one.
+
+        Raises:
+            ProviderError: the endpoint failed.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release the HTTP client."""
+        ...
+
+
+def make_provider(config: LLMConfig) -> Provider:
+    """Build the provider the ``llm:`` section names (the key falls back to the environment).
+
+    Raises:
+        ProviderError: its SDK is not installed, or no model is configured.
+    """
+    model = config.model or os.environ.get("MCPMUX_MODEL") or DEFAULT_MODELS[config.provider]
+    key = config.api_key.get_secret_value() if config.api_key is not None else None
+    if config.provider == "anthropic":
+        from mcpmux.bridge.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(config, model, key or os.environ.get("ANTHROPIC_API_KEY"))
+    from mcpmux.bridge.providers.openai import OpenAIProvider
+
+    return OpenAIProvider(config, model, key or os.environ.get("OPENAI_API_KEY"))
