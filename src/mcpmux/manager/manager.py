@@ -49,7 +49,7 @@ __all__ = ["DEFAULT_CONNECT_CONCURRENCY", "Manager"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CONNECT_CONCURRENCY = 8
+DEFAULT_CONNECT_CONCURRENCY = 16
 
 
 class Manager:
