@@ -48,10 +48,14 @@ def everything(name: str) -> StdioServerConfig:
     return StdioServerConfig(name=name, command=str(node22()), args=(str(everything_js()), "stdio"))
 
 
-async def _rate(call: Callable[[], Awaitable[object]], concurrency: int) -> float:
+Rate = tuple[float, float]
+"""Calls per second (wall clock) and this process's CPU microseconds per call (steadier under load)."""
+
+
+async def _rate(call: Callable[[], Awaitable[object]], concurrency: int) -> Rate:
     await call()  # warm up
     per_worker = CALLS // concurrency
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     async with anyio.create_task_group() as tg:
         for _ in range(concurrency):
 
@@ -60,10 +64,11 @@ async def _rate(call: Callable[[], Awaitable[object]], concurrency: int) -> floa
                     await call()
 
             tg.start_soon(worker)
-    return per_worker * concurrency / (time.perf_counter() - started)
+    calls = per_worker * concurrency
+    return calls / (time.perf_counter() - started), (time.process_time() - cpu) / calls * 1e6
 
 
-async def _sdk_rates() -> tuple[float, float]:
+async def _sdk_rates() -> tuple[Rate, Rate]:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -77,7 +82,7 @@ async def _sdk_rates() -> tuple[float, float]:
         return await _rate(call, 1), await _rate(call, CONCURRENCY)
 
 
-async def _mux_rates(tmp: Path) -> tuple[float, float, float, float]:
+async def _mux_rates(tmp: Path) -> tuple[Rate, Rate, Rate, Rate]:
     config = Config(servers=(everything("ev"),), settings=SETTINGS)
     async with Manager(config, catalog=False) as manager:
 
@@ -173,13 +178,19 @@ def main() -> None:
         slowest, together, per_server_mb, child_mb = anyio.run(_connect_times)
         io_single, io_together = anyio.run(_io_bound_connect_times)
         tools_s, started = _warm_catalog_tools(tmp)
+    def call_rows(label: str, rate: Rate, base: Rate) -> list[list[object]]:
+        return [
+            [label, "calls/s", round(rate[0]), round(rate[0] / base[0], 3)],
+            [label, "client CPU us/call", round(rate[1]), round(rate[1] / base[1], 3)],
+        ]
+
     rows = [
-        ["raw SDK ClientSession, sequential", "calls/s", round(sdk_seq), 1.0],
-        ["Manager.call_tool, sequential", "calls/s", round(mux_seq), round(mux_seq / sdk_seq, 3)],
-        ["Guard.call_tool (+audit), sequential", "calls/s", round(guard_seq), round(guard_seq / sdk_seq, 3)],
-        [f"raw SDK ClientSession, {CONCURRENCY} concurrent", "calls/s", round(sdk_conc), 1.0],
-        [f"Manager.call_tool, {CONCURRENCY} concurrent", "calls/s", round(mux_conc), round(mux_conc / sdk_conc, 3)],
-        [f"Guard.call_tool, {CONCURRENCY} concurrent", "calls/s", round(guard_conc), round(guard_conc / sdk_conc, 3)],
+        *call_rows("raw SDK ClientSession, sequential", sdk_seq, sdk_seq),
+        *call_rows("Manager.call_tool, sequential", mux_seq, sdk_seq),
+        *call_rows("Guard.call_tool (+audit), sequential", guard_seq, sdk_seq),
+        *call_rows(f"raw SDK ClientSession, {CONCURRENCY} concurrent", sdk_conc, sdk_conc),
+        *call_rows(f"Manager.call_tool, {CONCURRENCY} concurrent", mux_conc, sdk_conc),
+        *call_rows(f"Guard.call_tool, {CONCURRENCY} concurrent", guard_conc, sdk_conc),
         ["connect 1 server (slowest of 3)", "s", round(slowest, 3), 1.0],
         [f"connect {SERVERS} servers, one Manager", "s", round(together, 3), round(together / slowest, 2)],
         [f"connect 1 I/O-bound server ({SLOW_START_S} s start)", "s", round(io_single, 3), 1.0],

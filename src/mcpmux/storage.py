@@ -75,6 +75,11 @@ class Database:
                 raise
             db.execute("COMMIT")
 
+    def append(self, sql: str, parameters: tuple[object, ...]) -> None:
+        """Run one write statement as its own transaction (an append needs no read-then-write lock)."""
+        with self._lock:
+            self._connect().execute(sql, parameters)
+
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
             self._db = self._open()

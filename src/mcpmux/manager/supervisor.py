@@ -159,6 +159,9 @@ class Supervisor:
         """
         if self.state is ServerState.DISABLED:
             raise ServerUnavailable(self.name, "disabled in the configuration")
+        connection = self.connection
+        if connection is not None and connection.is_connected:
+            return connection  # the hot path: no deadline scope to set up
         limit = self.config.effective_connect_timeout_s(self.settings) + 1.0
         try:
             with anyio.fail_after(limit):

@@ -95,12 +95,11 @@ class AuditLog:
             time.time(), face, caller, server, tool, name, argument_digest(arguments), args, decision, rule,
             duration_ms, outcome, redact(error, self._secrets) if error else None, result_bytes,
         )  # fmt: skip
-        with self._store.write() as db:
-            db.execute(
-                "INSERT INTO audit (at, face, caller, server, tool, name, args_digest, args, decision, rule,"
-                " duration_ms, outcome, error, result_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                row,
-            )
+        self._store.append(
+            "INSERT INTO audit (at, face, caller, server, tool, name, args_digest, args, decision, rule,"
+            " duration_ms, outcome, error, result_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            row,
+        )
 
     def query(
         self, *, since: float | None = None, server: str | None = None, tool: str | None = None, limit: int = 200

@@ -38,6 +38,7 @@ __all__ = ["Exposure", "Guard", "Suspicion"]
 Suspicion = Callable[[ToolInfo, Sequence[ToolInfo]], str | None]
 """Returns why a tool looks poisoned (a high-severity scanner finding), or ``None``."""
 
+HASH_CACHE_LIMIT = 8192
 NO_APPROVER_HINT = (
     "run the command in a terminal to answer the prompt, or allow the tool in the configuration: "
     "security.approval_rules [{tools: NAME, action: allow}] or require_approval: false"
@@ -87,6 +88,7 @@ class Guard:
         self.approvals = Approvals(self.store, project)
         self._suspicion = suspicion
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
+        self._hashes: dict[int, tuple[ToolInfo, str]] = {}
 
     # -- what may be seen --------------------------------------------------------------------
 
@@ -100,12 +102,10 @@ class Guard:
 
     def exposures(self, server: str | None = None) -> list[Exposure]:
         """Every tool with its exposure verdict."""
-        tools = self.manager.tools(server)
-        everyone = self.manager.tools() if server is not None else tools
-        return [self._exposure(tool, everyone) for tool in tools]
+        return [self._exposure(tool) for tool in self.manager.tools(server)]
 
-    def _exposure(self, tool: ToolInfo, everyone: Sequence[ToolInfo]) -> Exposure:
-        key = (tool.server, tool.tool, definition_hash(tool))
+    def _exposure(self, tool: ToolInfo) -> Exposure:
+        key = (tool.server, tool.tool, self._hash(tool))
         cached = self._exposures.get(key)
         if cached is not None:
             return cached
@@ -114,12 +114,23 @@ class Guard:
             exposure = Exposure(tool, False, "denied", listing.rule)
         else:
             scanner = self._suspicion
-            verdict = self.pins.check(tool, suspicion=None if scanner is None else lambda: scanner(tool, everyone))
+            suspicion = None if scanner is None else lambda: scanner(tool, self.manager.tools())
+            verdict = self.pins.check(tool, suspicion=suspicion)
             exposure = Exposure(
                 tool, verdict.exposed, "ok" if verdict.exposed else "quarantined", verdict.reason, verdict
             )
         self._exposures[key] = exposure
         return exposure
+
+    def _hash(self, tool: ToolInfo) -> str:
+        # The index hands out the same ToolInfo until a server re-lists: hash each object once.
+        cached = self._hashes.get(id(tool))
+        if cached is None or cached[0] is not tool:
+            if len(self._hashes) > HASH_CACHE_LIMIT:  # re-listed servers leave old objects behind
+                self._hashes.clear()
+            cached = (tool, definition_hash(tool))
+            self._hashes[id(tool)] = cached
+        return cached[1]
 
     def approve(self, server: str, tool: str | None = None) -> int:
         """Approve the quarantined or unapproved definitions of ``server`` (or one tool); return how many."""
@@ -171,7 +182,7 @@ class Guard:
         if decision.action == "deny":
             self._refused(tool, args, caller, "denied", decision.rule)
             raise ToolDenied(tool.name, decision.rule)
-        exposure = self._exposure(tool, self.manager.tools())
+        exposure = self._exposure(tool)
         if not exposure.exposed:
             self._refused(tool, args, caller, "quarantined", exposure.reason)
             pin = exposure.verdict.pin if exposure.verdict else None
