@@ -1,0 +1,156 @@
+"""``mcpmux serve`` (the gateway) and ``mcpmux token`` (its bearer tokens)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+import anyio
+import click
+
+from mcpmux.cli.output import emit, json_option, state, table
+from mcpmux.config import load_config
+from mcpmux.errors import ConfigError, ConfigProblem
+
+
+def _separator(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,8}", value):
+        raise click.BadParameter(f"{value!r}: MCP tool names allow only letters, digits, '_', '.' and '-'")
+    return value
+
+
+def _address(option: str, value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT", param_hint=option)
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+@click.command("serve")
+@click.option("--stdio", is_flag=True, help="Serve MCP on stdin/stdout (the default when no other face is given).")
+@click.option("--http", "http_addr", metavar="HOST:PORT", help="Streamable HTTP at /mcp (both protocol eras).")
+@click.option("--sse", is_flag=True, help="With --http: also the legacy SSE transport at /sse.")
+@click.option(
+    "--json-response", is_flag=True, help="With --http: plain JSON answers (faster; no progress or relayed requests)."
+)
+@click.option("--tcp", "tcp_addr", metavar="HOST:PORT", help="Newline-delimited JSON-RPC over TCP.")
+@click.option("--ws", "ws_addr", metavar="HOST:PORT", help="WebSocket (subprotocol mcp).")
+@click.option(
+    "--separator", default="__", show_default=True, callback=lambda _c, _p, v: _separator(v),
+    help="Joins server and tool in the names served ([A-Za-z0-9_.-]).",
+)  # fmt: skip
+@click.option("--auth", is_flag=True, help="Require a bearer token even on loopback.")
+@click.option("--allow-host", multiple=True, metavar="HOST[:PORT|:*]", help="Another accepted Host header.")
+@click.option("--allow-origin", multiple=True, metavar="ORIGIN", help="Another accepted Origin header.")
+@click.option("--max-body", type=click.IntRange(1024), default=4 * 1024 * 1024, show_default=True, help="Bytes.")
+@click.option("--drain-timeout", type=click.FloatRange(0), default=10.0, show_default=True, help="Seconds.")
+@click.option(
+    "--header-timeout", type=click.FloatRange(0.1), default=10.0, show_default=True, help="Seconds for a request head."
+)
+def serve_cmd(
+    stdio: bool,
+    http_addr: str | None,
+    sse: bool,
+    json_response: bool,
+    tcp_addr: str | None,
+    ws_addr: str | None,
+    separator: str,
+    auth: bool,
+    allow_host: tuple[str, ...],
+    allow_origin: tuple[str, ...],
+    max_body: int,
+    drain_timeout: float,
+    header_timeout: float,
+) -> None:
+    """Serve every configured server's tools, resources and prompts as one MCP server.
+
+    HTTP binds 127.0.0.1 unless told otherwise and refuses any other address unless tokens exist
+    (mcpmux token create NAME). Stops on SIGTERM or SIGINT: calls in flight get --drain-timeout
+    seconds, then the upstream servers stop.
+    """
+    from mcpmux.gateway.http import HttpOptions
+    from mcpmux.gateway.run import ServeOptions, http_security, serve
+    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.policy import StateStore
+
+    if (sse or json_response) and http_addr is None:
+        raise click.UsageError("--sse and --json-response need --http")
+    config = load_config(state().config_path)
+    store = StateStore()
+    http = None
+    if http_addr is not None:
+        host, port = _address("--http", http_addr)
+        rules = http_security(
+            host, TokenStore(store), require_auth=auth, allow_hosts=allow_host, allow_origins=allow_origin,
+            max_body_bytes=max_body,
+        )  # fmt: skip
+        http = HttpOptions(
+            host=host, port=port, security=rules, sse=sse, json_response=json_response, header_timeout_s=header_timeout
+        )
+    options = ServeOptions(
+        stdio=stdio or not (http_addr or tcp_addr or ws_addr),
+        http=http,
+        tcp=_address("--tcp", tcp_addr) if tcp_addr else None,
+        ws=_address("--ws", ws_addr) if ws_addr else None,
+        separator=separator,
+        drain_timeout_s=drain_timeout,
+    )
+    for name, addr in (("--tcp", options.tcp), ("--ws", options.ws)):
+        if addr is not None and not _loopback(addr[0]):
+            raise ConfigError(ConfigProblem("<cli>", name, "tcp and websocket have no auth: bind a loopback address"))
+    try:
+        anyio.run(lambda: serve(config, options, store=store))
+    finally:
+        store.close()
+
+
+def _loopback(host: str) -> bool:
+    from mcpmux.gateway.security import is_loopback
+
+    return is_loopback(host)
+
+
+@click.group("token")
+def token() -> None:
+    """Bearer tokens for ``mcpmux serve --http`` (stored hashed in the state database)."""
+
+
+@token.command("create")
+@click.argument("name")
+@json_option
+def token_create(name: str) -> None:
+    """Create a token called NAME and print it (it is shown only this once)."""
+    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.policy import StateStore
+
+    with StateStore() as store:
+        secret = TokenStore(store).create(name)
+    emit({"name": name, "token": secret}, lambda: click.echo(secret))
+
+
+@token.command("list")
+@json_option
+def token_list() -> None:
+    """List the tokens (names and creation times; never the tokens)."""
+    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.policy import StateStore
+
+    with StateStore() as store:
+        tokens = TokenStore(store).list()
+    rows = [{"name": t.name, "created_at": datetime.fromtimestamp(t.created_at).isoformat()} for t in tokens]
+    emit(rows, lambda: table(["name", "created"], [(r["name"], r["created_at"]) for r in rows]))
+
+
+@token.command("revoke")
+@click.argument("name")
+@json_option
+def token_revoke(name: str) -> None:
+    """Revoke the token called NAME."""
+    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.policy import StateStore
+
+    with StateStore() as store:
+        revoked = TokenStore(store).revoke(name)
+    if not revoked:
+        raise ConfigError(ConfigProblem("<cli>", "token", f"no token called {name!r}"))
+    emit({"name": name, "revoked": True}, lambda: click.echo(f"revoked {name}"))

@@ -1,0 +1,191 @@
+"""The gateway over HTTP: Streamable HTTP at ``/mcp``, legacy SSE at ``/sse``, ``/healthz``, ``/metrics``.
+
+The SDK's session manager serves both eras at ``/mcp`` (a 2025-11-25 client opens a session with
+``initialize``; a 2026-07-28 client sends self-contained requests). Everything sits behind
+:class:`~mcpmux.gateway.security.SecurityMiddleware`, and uvicorn runs with the header deadline
+of :mod:`mcpmux.gateway.slowloris`. Session ids are 192 random bits, bound to the token that
+opened the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import socket
+from collections.abc import AsyncIterator, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.sse import SseServerTransport
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp
+
+from mcpmux.gateway.metrics import CONTENT_TYPE
+from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
+from mcpmux.gateway.server import Gateway
+from mcpmux.gateway.slowloris import DEFAULT_HEADER_TIMEOUT_S, protocol_with_deadline
+
+__all__ = ["HttpOptions", "build_app", "serve_http"]
+
+logger = logging.getLogger(__name__)
+
+SESSION_ID_BYTES = 24
+KEEP_ALIVE_TIMEOUT_S = 5
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """How the HTTP face listens and what it accepts.
+
+    ``json_response`` answers each POST with one JSON body instead of an SSE stream: cheaper, but
+    progress notifications, upstream logs and relayed sampling or elicitation cannot reach the
+    client during that call.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    security: HttpSecurity = field(default_factory=HttpSecurity)
+    sse: bool = False
+    json_response: bool = False
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    shutdown_timeout_s: int = 2
+
+
+class _SessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager with longer session ids.
+
+    The SDK uses ``uuid4().hex`` (122 random bits); the gateway wants at least 128, so each new
+    session is re-keyed with :func:`secrets.token_hex` before its opening request is served.
+    """
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        transport = super()._admit_session(requestor)
+        if transport is None or transport.mcp_session_id is None:
+            return transport
+        old, new = transport.mcp_session_id, secrets.token_hex(SESSION_ID_BYTES)
+        transport.mcp_session_id = new
+        self._server_instances[new] = self._server_instances.pop(old)
+        if old in self._session_owners:
+            self._session_owners[new] = self._session_owners.pop(old)
+        return transport
+
+
+def build_app(gateway: Gateway, options: HttpOptions) -> ASGIApp:
+    """The gateway's ASGI application (lifespan included)."""
+    # Host and Origin are checked by our middleware; the SDK repeats the check as a second line.
+    transport_security = TransportSecuritySettings(
+        allowed_hosts=list(options.security.allowed_hosts), allowed_origins=list(options.security.allowed_origins)
+    )
+    sessions = _SessionManager(
+        gateway.server,
+        security_settings=transport_security,
+        max_request_body_size=options.security.max_body_bytes,
+        json_response=options.json_response,
+    )
+    routes: list[Route | Mount] = [
+        Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions)),
+        Route("/healthz", endpoint=_healthz(gateway)),
+        Route("/metrics", endpoint=_metrics(gateway)),
+    ]
+    if options.sse:
+        routes += _sse_routes(gateway, transport_security, options.security.max_body_bytes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with sessions.run():
+            yield
+
+    return SecurityMiddleware(Starlette(routes=routes, lifespan=lifespan), options.security)
+
+
+def _healthz(gateway: Gateway) -> Any:
+    async def healthz(request: Request) -> Response:
+        states = {s.name: s.state.value for s in gateway.manager.status()}
+        ok = not gateway.draining
+        return JSONResponse({"ok": ok, "servers": states}, status_code=200 if ok else 503)
+
+    return healthz
+
+
+def _metrics(gateway: Gateway) -> Any:
+    async def metrics(request: Request) -> Response:
+        body = gateway.metrics.render(gateway.manager.status())
+        return PlainTextResponse(body, headers={"Content-Type": CONTENT_TYPE})
+
+    return metrics
+
+
+def _sse_routes(gateway: Gateway, security: TransportSecuritySettings, max_body: int) -> list[Route | Mount]:
+    sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=max_body)
+
+    async def handle_sse(request: Request) -> Response:
+        async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
+            await gateway.server.run(read, write, gateway.server.create_initialization_options())
+        return Response()
+
+    return [Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)]
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handlers: ``mcpmux serve`` owns SIGTERM and SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+async def serve_http(
+    gateway: Gateway,
+    options: HttpOptions,
+    stop: anyio.Event,
+    *,
+    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``gateway`` over HTTP until ``stop`` is set; ``task_status`` reports the bound port.
+
+    Once ``stop`` is set uvicorn stops accepting, lets open responses finish for
+    ``options.shutdown_timeout_s``, closes the rest and returns.
+    """
+    family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on sockets whose proto says TCP, and
+    # without it Nagle plus delayed ACKs cost ~40 ms per request/response pair.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((options.host, options.port))
+    sock.listen(128)
+    sock.setblocking(False)
+    config = uvicorn.Config(
+        build_app(gateway, options),
+        http=protocol_with_deadline(options.header_timeout_s),
+        ws="none",
+        lifespan="on",
+        log_level="warning",
+        timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S,
+        timeout_graceful_shutdown=options.shutdown_timeout_s,
+        h11_max_incomplete_event_size=64 * 1024,
+    )
+    server = _Server(config)
+
+    async def exit_on_stop() -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(exit_on_stop)
+            task_status.started(sock.getsockname()[1])
+            await server.serve(sockets=[sock])
+            tg.cancel_scope.cancel()
+    finally:
+        sock.close()

@@ -1,0 +1,102 @@
+"""Gateway metrics in the Prometheus text exposition format (version 0.0.4), written by hand.
+
+Counters of calls and errors and a latency histogram per server and tool, and one gauge per
+upstream state, enough for ``/metrics`` without a client library.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from mcpmux.manager import ServerStatus
+
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS_S", "Metrics"]
+
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass
+class _Histogram:
+    buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_S))
+    count: int = 0
+    total: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        index = bisect.bisect_left(LATENCY_BUCKETS_S, seconds)
+        if index < len(self.buckets):
+            self.buckets[index] += 1
+        self.count += 1
+        self.total += seconds
+
+
+class Metrics:
+    """Call counters and latencies of one gateway process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[tuple[str, str, str], int] = defaultdict(int)
+        self._latency: dict[tuple[str, str], _Histogram] = defaultdict(_Histogram)
+
+    def observe_call(self, server: str, tool: str, outcome: str, seconds: float) -> None:
+        """Count one call (``outcome``: ``ok``, ``tool_error`` or ``error``) and its latency."""
+        with self._lock:
+            self._calls[(server, tool, outcome)] += 1
+            self._latency[(server, tool)].observe(seconds)
+
+    def render(self, statuses: Iterable[ServerStatus]) -> str:
+        """The exposition text of every metric, with the upstream states from ``statuses``."""
+        with self._lock:
+            lines = [*self._render_calls(), *self._render_latency()]
+        lines += _render_states(statuses)
+        return "\n".join(lines) + "\n"
+
+    def _render_calls(self) -> list[str]:
+        lines = [
+            "# HELP mcpmux_gateway_calls_total Tool calls through the gateway.",
+            "# TYPE mcpmux_gateway_calls_total counter",
+        ]
+        errors = [
+            "# HELP mcpmux_gateway_errors_total Tool calls that failed.",
+            "# TYPE mcpmux_gateway_errors_total counter",
+        ]
+        for (server, tool, outcome), count in sorted(self._calls.items()):
+            labels = _labels(server=server, tool=tool, outcome=outcome)
+            lines.append(f"mcpmux_gateway_calls_total{labels} {count}")
+            if outcome != "ok":
+                errors.append(f"mcpmux_gateway_errors_total{labels} {count}")
+        return lines + errors
+
+    def _render_latency(self) -> list[str]:
+        name = "mcpmux_gateway_call_duration_seconds"
+        lines = [f"# HELP {name} Tool call latency through the gateway.", f"# TYPE {name} histogram"]
+        for (server, tool), histogram in sorted(self._latency.items()):
+            cumulative = 0
+            for bound, count in zip(LATENCY_BUCKETS_S, histogram.buckets, strict=True):
+                cumulative += count
+                lines.append(f"{name}_bucket{_labels(server=server, tool=tool, le=repr(bound))} {cumulative}")
+            lines.append(f"{name}_bucket{_labels(server=server, tool=tool, le='+Inf')} {histogram.count}")
+            lines.append(f"{name}_sum{_labels(server=server, tool=tool)} {histogram.total:.6f}")
+            lines.append(f"{name}_count{_labels(server=server, tool=tool)} {histogram.count}")
+        return lines
+
+
+def _render_states(statuses: Iterable[ServerStatus]) -> list[str]:
+    name = "mcpmux_upstream_up"
+    lines = [f"# HELP {name} 1 for the state each upstream is in.", f"# TYPE {name} gauge"]
+    for status in statuses:
+        lines.append(f"{name}{_labels(server=status.name, state=status.state.value)} 1")
+    return lines
+
+
+def _labels(**labels: str) -> str:
+    body = ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items())
+    return "{" + body + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')

@@ -1,0 +1,286 @@
+"""The gateway: one SDK low-level :class:`~mcp.server.Server` in front of a :class:`Guard`.
+
+::
+
+    downstream = Downstream()
+    async with Manager(config, callbacks=downstream.client_callbacks()) as manager:
+        gateway = Gateway(Guard(manager, face="gateway"), downstream=downstream)
+        async with anyio.create_task_group() as tg:
+            await tg.start(gateway.run)             # follows upstream list changes
+            await gateway.server.run(read, write, gateway.server.create_initialization_options())
+
+Every request goes through the guard (policy, approval, audit with the caller's identity);
+``Gateway.run`` must be running while clients are served, or the lists go stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+
+from mcpmux import __version__
+from mcpmux.errors import MCPMuxError, ServerError, ToolNotFound
+from mcpmux.gateway.caller import caller_of
+from mcpmux.gateway.downstream import Downstream
+from mcpmux.gateway.metrics import Metrics
+from mcpmux.gateway.surface import Surface, build_surface
+from mcpmux.manager.events import ListChanged, StateChanged
+from mcpmux.naming import DEFAULT_SEPARATOR
+from mcpmux.policy import Guard
+
+__all__ = ["RESOURCE_NOT_FOUND", "Gateway"]
+
+logger = logging.getLogger(__name__)
+
+RESOURCE_NOT_FOUND = -32002
+Ctx = ServerRequestContext[Any, Any]
+_T = TypeVar("_T")
+
+
+class Gateway:
+    """Every upstream behind ``guard``, served as one MCP server.
+
+    Args:
+        guard: the guard over a started manager (its ``face`` should be ``gateway``).
+        downstream: the downstream registry whose callbacks the manager was built with.
+        separator: joins namespace and name in downstream tool and prompt names.
+        metrics: where call counts and latencies go.
+        name: the server name the gateway gives in ``initialize``.
+    """
+
+    def __init__(
+        self,
+        guard: Guard,
+        *,
+        downstream: Downstream | None = None,
+        separator: str = DEFAULT_SEPARATOR,
+        metrics: Metrics | None = None,
+        name: str = "mcpmux",
+    ) -> None:
+        self.guard, self.manager = guard, guard.manager
+        self.downstream = downstream if downstream is not None else Downstream()
+        self.separator = separator
+        self.metrics = metrics if metrics is not None else Metrics()
+        self._surface: Surface | None = None
+        self.draining = False
+        self._in_flight = 0
+        self._idle = anyio.Event()
+        self.downstream.downstream_uri = self._downstream_uri
+        self.server = self._build_server(name)
+
+    # -- the surface ----------------------------------------------------------------------------
+
+    @property
+    def surface(self) -> Surface:
+        """The current downstream view (rebuilt after any upstream list or state change)."""
+        if self._surface is None:
+            self._surface = build_surface(self.guard, self.separator)
+        return self._surface
+
+    def _downstream_uri(self, server: str, uri: str) -> str:
+        return self.surface.downstream_uri(server, uri)
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Refuse new calls and wait up to ``timeout_s`` for the calls in flight; return whether all ended."""
+        self.draining = True
+        with anyio.move_on_after(timeout_s):
+            while self._in_flight:
+                self._idle = anyio.Event()
+                await self._idle.wait()
+            return True
+        return False
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Follow the manager's events: rebuild the surface and tell clients what changed."""
+        async with self.manager.subscribe() as events:
+            task_status.started()
+            async for event in events:
+                self._surface = None
+                if isinstance(event, ListChanged) and event.kind in ("tools", "prompts", "resources"):
+                    await self.downstream.list_changed(event.kind)
+                elif isinstance(event, StateChanged):
+                    await self.downstream.list_changed("tools")
+
+    # -- the server -----------------------------------------------------------------------------
+
+    def _build_server(self, name: str) -> Server[Any]:
+        has = self._upstream_capabilities()
+        handlers: dict[str, Any] = {"on_list_tools": self._list_tools, "on_call_tool": self._call_tool}
+        if has.prompts is not None:
+            handlers |= {"on_list_prompts": self._list_prompts, "on_get_prompt": self._get_prompt}
+        if has.resources is not None:
+            handlers |= {
+                "on_list_resources": self._list_resources,
+                "on_list_resource_templates": self._list_templates,
+                "on_read_resource": self._read_resource,
+            }
+            if has.resources.subscribe:
+                handlers |= {"on_subscribe_resource": self._subscribe, "on_unsubscribe_resource": self._unsubscribe}
+        if has.completions is not None:
+            handlers["on_completion"] = self._complete
+        if has.logging is not None:
+            handlers["on_set_logging_level"] = self._set_logging_level
+        with warnings.catch_warnings():
+            # logging/setLevel is deprecated in 2026-07-28 but still served to 2025-era clients.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server: Server[Any] = _GatewayServer(
+                name, version=__version__, on_subscriptions_listen=ListenHandler(self.downstream.bus), **handlers
+            )
+        server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
+        return server
+
+    def _upstream_capabilities(self) -> types.ServerCapabilities:
+        merged: dict[str, Any] = {}
+        for name in self.manager.servers:
+            connection = self.manager.supervisor(name).connection
+            if connection is not None and connection.is_connected:
+                caps = connection.info.capabilities.model_dump(exclude_none=True)
+                for key, value in caps.items():
+                    merged[key] = _merge(merged.get(key), value)
+        if self.manager.prompts():
+            merged.setdefault("prompts", {})
+        if self.manager.resources():
+            merged.setdefault("resources", {})
+        return types.ServerCapabilities.model_validate(merged)
+
+    async def _initialized(self, ctx: Ctx, params: types.NotificationParams) -> None:
+        self.downstream.remember(ctx.session)
+
+    # -- handlers -------------------------------------------------------------------------------
+
+    async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.surface.tools)
+
+    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if self.draining:
+            raise MCPError(types.INTERNAL_ERROR, "the gateway is shutting down")
+        canonical = _lookup(self.surface.tool, params.name, types.INVALID_PARAMS)
+        tool = _lookup(self.manager.resolve_tool, canonical, types.INVALID_PARAMS)
+        started, outcome = time.perf_counter(), "error"
+        self._in_flight += 1
+        try:
+            with self.downstream.relay.calling(tool.server, ctx):
+                result = await self.guard.call_tool(
+                    canonical, params.arguments, caller=caller_of(ctx), on_progress=ctx.session.report_progress
+                )
+            outcome = "tool_error" if result.is_error else "ok"
+            return result
+        except ServerError as exc:
+            raise MCPError(exc.code, exc.error_message, exc.data) from exc
+        except MCPMuxError as exc:
+            return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+            self.metrics.observe_call(tool.server, tool.tool, outcome, time.perf_counter() - started)
+
+    async def _list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=self.surface.prompts)
+
+    async def _get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        canonical = _lookup(self.surface.prompt, params.name, types.INVALID_PARAMS)
+        return await _upstream(self.guard.get_prompt(canonical, params.arguments, caller=caller_of(ctx)))
+
+    async def _list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=self.surface.resources)
+
+    async def _list_templates(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=self.surface.templates)
+
+    async def _read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        server, uri = _lookup(self.surface.resource, params.uri, RESOURCE_NOT_FOUND)
+        result = await _upstream(self.guard.read_resource(server, uri, caller=caller_of(ctx)))
+        contents = [c.model_copy(update={"uri": params.uri}) if c.uri == uri else c for c in result.contents]
+        return types.ReadResourceResult(contents=contents)
+
+    async def _subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        server, uri = _lookup(self.surface.resource, params.uri, RESOURCE_NOT_FOUND)
+        connection = await self.manager.supervisor(server).connection_for_call()
+        await _upstream(connection.subscribe_resource(uri))
+        return types.EmptyResult()
+
+    async def _unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        # Upstream subscriptions are shared by every client, so they stay; updates are cheap.
+        return types.EmptyResult()
+
+    async def _complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        ref = params.ref
+        upstream_ref: types.PromptReference | types.ResourceTemplateReference
+        if isinstance(ref, types.PromptReference):
+            prompt = self.manager.registry.resolve_prompt(_lookup(self.surface.prompt, ref.name, types.INVALID_PARAMS))
+            server, upstream_ref = prompt.server, ref.model_copy(update={"name": prompt.prompt})
+        else:
+            server = _lookup(self.surface.template_server, ref.uri, types.INVALID_PARAMS)
+            upstream_ref = ref
+        connection = await self.manager.supervisor(server).connection_for_call()
+        context = params.context.arguments if params.context is not None else None
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        return await _upstream(connection.complete(upstream_ref, argument, context))
+
+    async def _set_logging_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        for name in self.manager.servers:
+            connection = self.manager.supervisor(name).connection
+            if connection is not None and connection.is_connected and connection.info.capabilities.logging:
+                await _upstream(connection.set_logging_level(params.level))
+        return types.EmptyResult()
+
+
+class _GatewayServer(Server[Any]):
+    """A low-level server that advertises ``listChanged`` by default: upstreams come and go.
+
+    Every transport adapter (ours and the SDK's in-memory client) calls
+    ``create_initialization_options()`` without arguments, so the default is what clients see.
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        if notification_options is None:
+            notification_options = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        return super().create_initialization_options(notification_options, experimental_capabilities, extensions)
+
+
+def _merge(old: Any, new: Any) -> Any:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {k: _merge(old.get(k), new.get(k)) for k in old.keys() | new.keys()}
+    if isinstance(old, bool) or isinstance(new, bool):
+        return bool(old) or bool(new)
+    return new if old is None else old
+
+
+def _lookup(resolve: Callable[[str], _T], name: str, code: int) -> _T:
+    try:
+        return resolve(name)
+    except ToolNotFound as exc:
+        raise MCPError(code, str(exc)) from exc
+
+
+async def _upstream(call: Awaitable[_T]) -> _T:
+    """Await an upstream request, turning mcpmux errors into JSON-RPC errors for the client."""
+    try:
+        return await call
+    except ServerError as exc:
+        raise MCPError(exc.code, exc.error_message, exc.data) from exc
+    except ToolNotFound as exc:
+        raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+    except MCPMuxError as exc:
+        raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc

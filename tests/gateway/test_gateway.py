@@ -1,0 +1,236 @@
+"""The gateway in-process: names, routing, resources, prompts, completion, list_changed, progress, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from mcpmux.config.models import SecurityConfig
+from tests.gateway.conftest import gateway_over, rich_server
+from tests.manager.conftest import dynamic_server, echo_server, stdio
+
+pytestmark = pytest.mark.anyio
+
+
+def text(result: types.CallToolResult | types.ReadResourceResult) -> str:
+    if isinstance(result, types.ReadResourceResult):
+        return "".join(c.text for c in result.contents if isinstance(c, types.TextResourceContents))
+    return "".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+async def test_tools_are_listed_under_gateway_names_and_calls_are_routed_back() -> None:
+    servers = {"web": echo_server("web", "search"), "web_scraper": echo_server("web_scraper", "search", "fetch")}
+    with anyio.fail_after(15):
+        async with gateway_over(servers) as gateway, Client(gateway.server, mode="legacy") as client:
+            names = sorted(t.name for t in (await client.list_tools()).tools)
+            assert names == ["web__search", "web_scraper__fetch", "web_scraper__search"]
+            assert text(await client.call_tool("web_scraper__search", {"text": "b"})) == "web_scraper:search:b"
+            assert text(await client.call_tool("web__search", {"text": "a"})) == "web:search:a"
+
+
+async def test_an_empty_prefix_keeps_bare_names_and_the_separator_is_configurable() -> None:
+    servers = {"web": echo_server("web", "search"), "time": echo_server("time", "now")}
+    configs = (stdio("web", prefix=""), stdio("time"))
+    with anyio.fail_after(15):
+        async with gateway_over(servers, *configs, separator=".") as gateway, Client(gateway.server) as client:
+            assert sorted(t.name for t in (await client.list_tools()).tools) == ["search", "time.now"]
+            assert text(await client.call_tool("time.now", {"text": "x"})) == "time:now:x"
+
+
+async def test_an_unknown_tool_is_a_protocol_error_and_a_denied_tool_is_neither_listed_nor_called() -> None:
+    servers = {"fs": echo_server("fs", "read", "delete")}
+    security = SecurityConfig(pinning="off", denied_tools=("fs:delete",))
+    with anyio.fail_after(15):
+        async with gateway_over(servers, security=security) as gateway, Client(gateway.server) as client:
+            assert [t.name for t in (await client.list_tools()).tools] == ["fs__read"]
+            with pytest.raises(MCPError, match="fs__delete"):
+                await client.call_tool("fs__delete", {})
+            rows = gateway.guard.audit.query()
+            assert rows == [] or all(r.caller for r in rows)
+
+
+async def test_the_audit_row_names_the_downstream_client() -> None:
+    servers = {"fs": echo_server("fs", "read")}
+    info = types.Implementation(name="inspector", version="9.9")
+    with anyio.fail_after(15):
+        async with gateway_over(servers) as gateway, Client(gateway.server, mode="legacy", client_info=info) as client:
+            await client.call_tool("fs__read", {"text": "x"})
+            rows = gateway.guard.audit.query()
+            assert [(r.caller, r.name, r.outcome) for r in rows] == [("inspector/9.9", "fs:read", "ok")]
+
+
+async def test_colliding_resource_uris_are_wrapped_per_server_and_read_back() -> None:
+    servers = {"a": rich_server("a"), "b": rich_server("b")}
+    with anyio.fail_after(15):
+        async with gateway_over(servers) as gateway, Client(gateway.server, mode="legacy") as client:
+            uris = sorted(r.uri for r in (await client.list_resources()).resources)
+            assert uris == ["mcpmux://a/memo%3A%2F%2Fgreeting", "mcpmux://b/memo%3A%2F%2Fgreeting"]
+            assert text(await client.read_resource("mcpmux://b/memo%3A%2F%2Fgreeting")) == "hello from b"
+            templates = sorted(t.uri_template for t in (await client.list_resource_templates()).resource_templates)
+            assert templates == ["a://notes/{topic}", "b://notes/{topic}"]
+            assert text(await client.read_resource("b://notes/cats")) == "b notes on cats"
+            with pytest.raises(MCPError, match="nowhere"):
+                await client.read_resource("nowhere://x")
+
+
+async def test_a_unique_resource_uri_is_kept_as_it_is() -> None:
+    with anyio.fail_after(15):
+        async with gateway_over({"a": rich_server("a")}) as gateway, Client(gateway.server) as client:
+            assert [r.uri for r in (await client.list_resources()).resources] == ["memo://greeting"]
+            assert text(await client.read_resource("memo://greeting")) == "hello from a"
+
+
+async def test_prompts_are_namespaced_rendered_and_completed() -> None:
+    servers = {"a": rich_server("a"), "b": rich_server("b")}
+    with anyio.fail_after(15):
+        async with gateway_over(servers) as gateway, Client(gateway.server, mode="legacy") as client:
+            assert sorted(p.name for p in (await client.list_prompts()).prompts) == ["a__review", "b__review"]
+            prompt = await client.get_prompt("b__review", {"code": "x = 1"})
+            message = prompt.messages[0].content
+            assert isinstance(message, types.TextContent) and message.text == "b please review: x = 1"
+            done = await client.complete(types.PromptReference(name="a__review"), {"name": "code", "value": "x"})
+            assert done.completion.values == ["a-x-1", "a-x-2"]
+            ref = types.ResourceTemplateReference(uri="b://notes/{topic}")
+            done = await client.complete(ref, {"name": "topic", "value": "c"})
+            assert done.completion.values == ["b-c-1", "b-c-2"]
+
+
+async def test_capabilities_follow_what_the_upstreams_have() -> None:
+    with anyio.fail_after(15):
+        async with gateway_over({"web": echo_server("web", "search")}) as gw, Client(gw.server, mode="legacy") as c:
+            caps = c.session.initialize_result.capabilities  # type: ignore[union-attr]
+            assert caps.tools is not None and caps.tools.list_changed
+            assert caps.completions is None and caps.logging is None
+        async with gateway_over({"a": rich_server("a")}) as gateway, Client(gateway.server, mode="legacy") as client:
+            caps = client.session.initialize_result.capabilities  # type: ignore[union-attr]
+            assert caps.prompts is not None and caps.resources is not None and caps.completions is not None
+
+
+async def test_list_changed_from_an_upstream_reaches_the_downstream_client() -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    with anyio.fail_after(15):
+        async with (
+            gateway_over({"dyn": dynamic_server("dyn")}) as gateway,
+            Client(gateway.server, mode="legacy", message_handler=on_message) as client,
+        ):
+            await client.call_tool("dyn__add_tool", {"new_name": "fresh"})
+            await changed.wait()
+            assert "dyn__fresh" in [t.name for t in (await client.list_tools()).tools]
+
+
+async def test_progress_notifications_pass_through_a_call() -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    with anyio.fail_after(15):
+        async with gateway_over({"a": rich_server("a")}) as gateway, Client(gateway.server, mode="legacy") as client:
+            result = await client.call_tool("a__slow", {"steps": 3}, progress_callback=on_progress)
+            assert text(result) == "a: done"
+            assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+async def test_cancelling_a_downstream_call_cancels_the_upstream_call() -> None:
+    cancelled = anyio.Event()
+    with anyio.fail_after(15):
+        async with (
+            gateway_over({"a": rich_server("a", cancelled)}) as gateway,
+            Client(gateway.server, mode="legacy") as client,
+        ):
+            with anyio.move_on_after(0.5):
+                await client.call_tool("a__hang", {})
+            await cancelled.wait()
+            rows = gateway.guard.audit.query()
+            assert [r.outcome for r in rows] == ["cancelled"]
+
+
+async def test_list_changed_reaches_a_stateless_era_client_through_subscriptions_listen() -> None:
+    with anyio.fail_after(15):
+        async with (
+            gateway_over({"dyn": dynamic_server("dyn")}) as gateway,
+            Client(gateway.server, mode="2026-07-28") as client,
+            client.listen(tools_list_changed=True) as events,
+        ):
+            await client.call_tool("dyn__add_tool", {"new_name": "later"})
+            async for _event in events:
+                break
+            assert "dyn__later" in [t.name for t in (await client.list_tools()).tools]
+
+
+async def test_sampling_and_elicitation_from_an_upstream_reach_the_downstream_client() -> None:
+    from tests.gateway.conformance_fixture import server as fixture
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(text="four"), model="m")
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"username": "ada", "email": "a@b.c"})
+
+    with anyio.fail_after(15):
+        async with gateway_over({"fx": fixture}) as gateway:
+            async with Client(gateway.server, mode="legacy", sampling_callback=sampling,
+                              elicitation_callback=elicitation) as client:  # fmt: skip
+                result = await client.call_tool("fx__test_sampling", {"prompt": "2+2?"})
+                assert text(result) == "LLM response: four"
+                result = await client.call_tool("fx__test_elicitation", {"message": "who?"})
+                assert text(result) == 'User response: action=accept, content={"username": "ada", "email": "a@b.c"}'
+            async with Client(gateway.server, mode="legacy") as client:
+                with pytest.raises(MCPError, match="the downstream client cannot answer it"):
+                    await client.call_tool("fx__test_sampling", {"prompt": "2+2?"})
+
+
+async def test_upstream_log_messages_reach_the_downstream_client_under_the_server_name() -> None:
+    logged: list[types.LoggingMessageNotificationParams] = []
+    got = anyio.Event()
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+        got.set()
+
+    with anyio.fail_after(15):
+        async with (
+            gateway_over({"a": rich_server("a")}) as gateway,
+            Client(gateway.server, mode="legacy", logging_callback=on_log) as client,
+        ):
+            assert text(await client.call_tool("a__noisy", {})) == "logged"
+            await got.wait()
+    assert [(p.level, p.logger, p.data) for p in logged] == [("warning", "a.core", "careful")]
+
+
+async def test_approval_is_asked_of_the_downstream_client_by_elicitation() -> None:
+    asked: list[str] = []
+
+    async def approve(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "yes"})
+
+    security = SecurityConfig(pinning="off", require_approval=True)
+    with anyio.fail_after(15):
+        async with gateway_over({"fs": echo_server("fs", "write")}, security=security) as gateway:
+            async with Client(gateway.server, mode="legacy", elicitation_callback=approve) as client:
+                assert text(await client.call_tool("fs__write", {"text": "x"})) == "fs:write:x"
+            async with Client(gateway.server, mode="legacy") as client:
+                refused = await client.call_tool("fs__write", {"text": "y"})
+                assert refused.is_error and "declined" in text(refused)
+            decisions = [(r.decision, r.outcome) for r in gateway.guard.audit.query()]
+    assert len(asked) == 1 and "Allow fs:write" in asked[0]
+    assert sorted(decisions) == [("asked", "ok"), ("denied", "refused")]
+
+
+async def test_resource_update_notifications_use_the_uri_the_client_knows() -> None:
+    with anyio.fail_after(15):
+        async with gateway_over({"a": rich_server("a"), "b": rich_server("b")}) as gateway:
+            surface = gateway.surface
+            assert surface.downstream_uri("b", "memo://greeting") == "mcpmux://b/memo%3A%2F%2Fgreeting"
+            assert surface.downstream_uri("a", "a://notes/x") == "a://notes/x"

@@ -1,0 +1,108 @@
+"""The HTTP security middleware and the token store, in-process (raw ASGI, no sockets)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.types import Message, Receive, Scope, Send
+
+from mcpmux.errors import ConfigError
+from mcpmux.gateway.run import http_security
+from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
+from mcpmux.gateway.tokens import TokenStore, hash_token
+from mcpmux.policy import StateStore
+
+pytestmark = pytest.mark.anyio
+
+
+class Recorder:
+    """An ASGI app that records what reached it."""
+
+    def __init__(self) -> None:
+        self.scopes: list[Scope] = []
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.scopes.append(scope)
+        message = await receive()
+        self.bodies.append(message.get("body", b""))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def request(app: Any, headers: dict[str, str], chunks: list[bytes] | None = None) -> int:
+    scope = {
+        "type": "http", "method": "POST", "path": "/mcp", "headers": [
+            (k.lower().encode(), v.encode()) for k, v in headers.items()
+        ],
+    }  # fmt: skip
+    chunks = chunks or [b""]
+    pending = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return int(sent[0]["status"])
+
+
+@pytest.fixture
+def tokens(tmp_path: Path) -> Iterator[TokenStore]:
+    with StateStore(tmp_path / "state.db") as store:
+        yield TokenStore(store)
+
+
+async def test_the_authorization_header_never_reaches_the_app(tokens: TokenStore) -> None:
+    secret = tokens.create("ci")
+    inner = Recorder()
+    app = SecurityMiddleware(inner, HttpSecurity(tokens=tokens))
+    assert await request(app, {"Host": "127.0.0.1:1", "Authorization": f"Bearer {secret}"}, [b"{}"]) == 200
+    assert all(name != b"authorization" for name, _ in inner.scopes[0]["headers"])
+    assert inner.scopes[0]["user"].display_name == "ci"
+    assert inner.bodies == [b"{}"]
+
+
+async def test_bodies_are_capped_whether_declared_or_chunked() -> None:
+    app = SecurityMiddleware(Recorder(), HttpSecurity(max_body_bytes=10))
+    assert await request(app, {"Host": "localhost:8", "Content-Length": "11"}, [b"x" * 11]) == 413
+    assert await request(app, {"Host": "localhost:8"}, [b"x" * 6, b"x" * 6]) == 413
+    assert await request(app, {"Host": "localhost:8"}, [b"x" * 5, b"x" * 5]) == 200
+
+
+async def test_host_and_origin_are_checked_before_anything_else() -> None:
+    app = SecurityMiddleware(Recorder(), HttpSecurity())
+    assert await request(app, {"Host": "attacker.example:80"}) == 421
+    assert await request(app, {"Host": "127.0.0.1:9", "Origin": "https://attacker.example"}) == 403
+    assert await request(app, {"Host": "127.0.0.1:9", "Origin": "http://127.0.0.1:5173"}) == 200
+    assert await request(app, {}) == 421
+    assert await request(app, {"Host": "localhost", "Origin": "http://[::1]"}) == 200
+    assert await request(app, {"Host": "localhost.attacker.example"}) == 421
+
+
+def test_tokens_are_stored_hashed_listed_by_name_and_revocable(tokens: TokenStore) -> None:
+    secret = tokens.create("alice")
+    assert tokens.verify(secret) == "alice" and tokens.verify(secret + "x") is None
+    with tokens.store.read() as db:
+        assert db.execute("SELECT hash FROM gateway_tokens").fetchall() == [(hash_token(secret),)]
+    with pytest.raises(ConfigError, match="exists"):
+        tokens.create("alice")
+    assert [t.name for t in tokens.list()] == ["alice"]
+    assert tokens.revoke("alice") and not tokens.revoke("alice")
+    assert tokens.verify(secret) is None
+
+
+def test_off_loopback_needs_a_token_and_on_loopback_tokens_apply_once_they_exist(tokens: TokenStore) -> None:
+    with pytest.raises(ConfigError, match="without auth"):
+        http_security("0.0.0.0", tokens)
+    assert http_security("127.0.0.1", tokens).tokens is None
+    tokens.create("ops")
+    assert http_security("127.0.0.1", tokens).tokens is tokens
+    public = http_security("10.1.2.3", tokens)
+    assert public.tokens is tokens and "10.1.2.3:*" in public.allowed_hosts
