@@ -8,7 +8,7 @@ from datetime import datetime
 import anyio
 import click
 
-from mcpmux.cli.output import emit, json_option, state, table
+from mcpmux.cli.output import emit, json_option, redact_logs, state, table
 from mcpmux.config import load_config
 from mcpmux.errors import ConfigError, ConfigProblem
 
@@ -76,6 +76,7 @@ def serve_cmd(
     if (sse or json_response) and http_addr is None:
         raise click.UsageError("--sse and --json-response need --http")
     config = load_config(state().config_path)
+    redact_logs(config.secret_values)
     store = StateStore()
     http = None
     if http_addr is not None:
