@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-__all__ = ["BUSY_TIMEOUT_MS", "Database"]
+__all__ = ["BUSY_TIMEOUT_MS", "Database", "enable_wal"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class Database:
         db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
         try:
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            db.execute("PRAGMA journal_mode = WAL")
+            enable_wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             self._migrate(db)
         except BaseException:
@@ -135,3 +136,18 @@ class Database:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+
+def enable_wal(db: sqlite3.Connection, timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    """Switch ``db`` to WAL mode, waiting up to ``timeout_ms`` for other connections to let go."""
+    # Switching to WAL needs an exclusive lock, and SQLite reports SQLITE_BUSY at once instead of
+    # calling the busy handler when another connection holds the file: retry within the timeout.
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)

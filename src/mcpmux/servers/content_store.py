@@ -29,6 +29,7 @@ from mcpmux.servers.content_models import (
     check_metadata,
     check_name,
 )
+from mcpmux.storage import enable_wal
 
 __all__ = ["IN_MEMORY", "ContentStore", "Document", "MetadataValue", "SearchHit", "StoreError", "StoreInfo"]
 
@@ -62,7 +63,7 @@ class ContentStore:
         )
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            _enable_wal(self._db)
+            enable_wal(self._db)
             self._db.execute("PRAGMA foreign_keys = ON")
             # In WAL mode NORMAL is still safe against corruption; it only skips an fsync per commit.
             self._db.execute("PRAGMA synchronous = NORMAL")
@@ -296,20 +297,6 @@ class ContentStore:
             (doc_id,),
         ).fetchone()
         return SearchHit(doc_id, store, title, seq, -score, snippet[0] if snippet else "", json.loads(meta))
-
-
-def _enable_wal(db: sqlite3.Connection) -> None:
-    # Switching to WAL needs an exclusive lock, and SQLite reports SQLITE_BUSY at once instead of
-    # calling the busy handler when another connection holds the file: retry within the timeout.
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            db.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
 
 
 def _store_id(db: sqlite3.Connection, name: str) -> int:
