@@ -11,7 +11,7 @@ import difflib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
 
@@ -108,10 +108,7 @@ class Registry:
         Raises:
             ToolNotFound: no such tool; the closest names are suggested.
         """
-        found = self._index.tools.get(name)
-        if found is None:
-            raise ToolNotFound(name, difflib.get_close_matches(name, list(self._index.tools), n=3, cutoff=0.5))
-        return found
+        return _resolve(self._index.tools, name, "tool")
 
     def resolve_prompt(self, name: str) -> PromptInfo:
         """The prompt called ``name`` (canonical).
@@ -119,11 +116,7 @@ class Registry:
         Raises:
             ToolNotFound: no such prompt; the closest names are suggested.
         """
-        found = self._index.prompts.get(name)
-        if found is None:
-            close = difflib.get_close_matches(name, list(self._index.prompts), n=3, cutoff=0.5)
-            raise ToolNotFound(name, close, kind="prompt")
-        return found
+        return _resolve(self._index.prompts, name, "prompt")
 
     def conflicts(self, server: str | None = None) -> dict[str, list[str]]:
         """Canonical names claimed by more than one server: name -> servers (the first one won)."""
@@ -149,6 +142,16 @@ class Registry:
         _claim(index.tools, index.conflicts, ((t.name, t) for t in infos), server)
         prompts = (_prompt_info(server, namespace, p) for p in catalog.prompts)
         _claim(index.prompts, index.conflicts, ((p.name, p) for p in prompts), server)
+
+
+_Found = TypeVar("_Found")
+
+
+def _resolve(table: dict[str, _Found], name: str, kind: str) -> _Found:
+    found = table.get(name)
+    if found is None:
+        raise ToolNotFound(name, difflib.get_close_matches(name, list(table), n=3, cutoff=0.5), kind=kind)
+    return found
 
 
 def _claim(
