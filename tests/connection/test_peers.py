@@ -132,6 +132,7 @@ async def test_server_everything_works_end_to_end(everything: ServerConfig) -> N
             await conn.call_tool("toggle-subscriber-updates", {})
             await recorded.logged.wait()
             await recorded.updated.wait()
+            await conn.unsubscribe_resource("demo://resource/static/document/features.md")
     assert steps
     assert len(recorded.sampled) == 1
     assert [type(p).__name__ for p in recorded.elicited] == ["ElicitRequestFormParams", "ElicitRequestURLParams"]

@@ -8,9 +8,11 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcpmux.config.models import SecurityConfig
+from mcpmux.servers._sdk import lowlevel_server
 from tests.gateway.conftest import gateway_over, rich_server
 from tests.manager.conftest import dynamic_server, echo_server, stdio
 
@@ -234,3 +236,74 @@ async def test_resource_update_notifications_use_the_uri_the_client_knows() -> N
             surface = gateway.surface
             assert surface.downstream_uri("b", "memo://greeting") == "mcpmux://b/memo%3A%2F%2Fgreeting"
             assert surface.downstream_uri("a", "a://notes/x") == "a://notes/x"
+
+
+def watched_server(calls: list[str]) -> MCPServer[Any]:
+    """One resource, subscribe/unsubscribe recorded in ``calls``, and a tool that reports it updated."""
+    server: MCPServer[Any] = MCPServer("w")
+
+    @server.resource("memo://doc", name="doc")
+    def doc() -> str:
+        return "text"
+
+    @server.tool()
+    async def touch(ctx: Context) -> str:
+        """Report memo://doc updated."""
+        params = types.ResourceUpdatedNotificationParams(uri="memo://doc")
+        await ctx.session.send_notification(types.ResourceUpdatedNotification(params=params))
+        return "touched"
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        calls.append(f"subscribe {params.uri}")
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        calls.append(f"unsubscribe {params.uri}")
+        return types.EmptyResult()
+
+    lowlevel_server(server).add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    lowlevel_server(server).add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
+    return server
+
+
+async def test_resource_subscriptions_are_shared_upstream_and_updates_reach_only_subscribers() -> None:
+    calls: list[str] = []
+    sink, updates = anyio.create_memory_object_stream[str](16)
+
+    def handler(name: str) -> Any:
+        async def on_message(message: object) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                sink.send_nowait(name)
+
+        return on_message
+
+    async def touched(client: Client, expected: int) -> list[str]:
+        """Who was told of the update that ``client`` triggers (``expected`` notifications, no more)."""
+        await client.call_tool("w__touch", {})
+        names = sorted([await updates.receive() for _ in range(expected)])
+        await client.call_tool("w__touch", {})
+        names2 = sorted([await updates.receive() for _ in range(expected)])
+        assert names == names2 and updates.statistics().current_buffer_used == 0
+        return names
+
+    unsubscribe = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri="memo://doc"))
+    with anyio.fail_after(20):
+        async with (
+            sink,
+            updates,
+            gateway_over({"w": watched_server(calls)}) as gateway,
+            Client(gateway.server, mode="legacy", message_handler=handler("a")) as a,
+            Client(gateway.server, mode="legacy", message_handler=handler("b")) as b,
+            Client(gateway.server, mode="legacy", message_handler=handler("c")) as c,
+        ):
+            assert (await a.list_resources()).resources[0].uri == "memo://doc"
+            for client in (a, b):
+                subscribe = types.SubscribeRequest(params=types.SubscribeRequestParams(uri="memo://doc"))
+                await client.session.send_request(subscribe, types.EmptyResult)
+            assert calls == ["subscribe memo://doc"]
+            assert await touched(c, 2) == ["a", "b"]
+            await a.session.send_request(unsubscribe, types.EmptyResult)
+            assert calls == ["subscribe memo://doc"]
+            assert await touched(c, 1) == ["b"]
+            await b.session.send_request(unsubscribe, types.EmptyResult)
+            assert calls == ["subscribe memo://doc", "unsubscribe memo://doc"]

@@ -228,4 +228,7 @@ async def test_a_resource_subscription_is_forwarded_and_updates_come_back(gatewa
             await client.session.send_request(subscribe, types.EmptyResult)
             await client.call_tool("everything__toggle-subscriber-updates", {})
             await updated.wait()
+            # The last subscriber leaving takes the upstream subscription with it (server-everything answers).
+            unsubscribe = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+            await client.session.send_request(unsubscribe, types.EmptyResult)
     assert uri in seen

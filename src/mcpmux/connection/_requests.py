@@ -255,6 +255,11 @@ class Requests:
         request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
         await self.call("resources/subscribe", timeout, lambda s: s.send_request(request, types.EmptyResult))
 
+    async def unsubscribe_resource(self, uri: str, *, timeout: float | None = None) -> None:
+        """Stop ``notifications/resources/updated`` about ``uri`` (2025 era)."""
+        request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+        await self.call("resources/unsubscribe", timeout, lambda s: s.send_request(request, types.EmptyResult))
+
 
 async def _call_tool_modern(
     session: ClientSession, name: str, arguments: dict[str, Any] | None, on_progress: ProgressFnT | None

@@ -48,17 +48,43 @@ class Downstream:
         self.bus = InMemorySubscriptionBus()
         self.relay = Relay()
         self._sessions: OrderedDict[int, ServerSession] = OrderedDict()
+        self._subscribers: dict[str, set[int]] = {}
         self.downstream_uri: Callable[[str, str], str] = lambda server, uri: uri
         """Maps ``(server, upstream URI)`` to the URI clients know (the gateway sets it)."""
+        self.unwatched: Callable[[str, str], None] | None = None
+        """Called with ``(server, upstream URI)`` when an update arrives that no client subscribed to."""
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def remember(self, session: ServerSession) -> None:
         """Remember a handshake-era client (called once per connection, on ``initialized``)."""
-        self._sessions[id(session)] = session
+        self._sessions[_key(session)] = session
         while len(self._sessions) > MAX_REMEMBERED_SESSIONS:
-            self._sessions.popitem(last=False)
+            self._forget(next(iter(self._sessions)))
+
+    def subscribe(self, session: ServerSession, uri: str) -> bool:
+        """Note that ``session`` wants updates of ``uri`` (a downstream URI); return whether it is the first."""
+        subscribers = self._subscribers.setdefault(uri, set())
+        first = not subscribers
+        subscribers.add(_key(session))
+        self._sessions.setdefault(_key(session), session)
+        return first
+
+    def unsubscribe(self, session: ServerSession, uri: str) -> bool:
+        """Drop ``session``'s subscription to ``uri``; return whether nobody is subscribed any more."""
+        subscribers = self._subscribers.get(uri)
+        if subscribers is None or _key(session) not in subscribers:
+            return False
+        subscribers.discard(_key(session))
+        if subscribers:
+            return False
+        del self._subscribers[uri]
+        return True
+
+    def subscribed(self, uri: str) -> bool:
+        """Whether any remembered client is subscribed to ``uri``."""
+        return bool(self._subscribers.get(uri))
 
     async def list_changed(self, kind: str) -> None:
         """Tell every client that the gateway's list of ``kind`` changed."""
@@ -67,10 +93,14 @@ class Downstream:
         await self._broadcast(notification)
 
     async def resource_updated(self, uri: str) -> None:
-        """Tell every client that the resource ``uri`` (a downstream URI) changed."""
+        """Tell the clients subscribed to ``uri`` (a downstream URI) that it changed.
+
+        Handshake-era clients subscribed with ``resources/subscribe``; stateless-era listeners get
+        it through the bus, which applies their own ``subscriptions/listen`` filters.
+        """
         await self.bus.publish(ResourceUpdated(uri=uri))
         params = types.ResourceUpdatedNotificationParams(uri=uri)
-        await self._broadcast(types.ResourceUpdatedNotification(params=params))
+        await self._broadcast(types.ResourceUpdatedNotification(params=params), only=self._subscribers.get(uri, set()))
 
     async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
         """Relay an upstream log message, with the server's name as its logger.
@@ -92,14 +122,25 @@ class Downstream:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, TimeoutError, OSError) as exc:
             logger.debug("a log message for a call's client was lost: %r", exc)
 
-    async def _broadcast(self, notification: types.ServerNotification) -> None:
+    async def _broadcast(self, notification: types.ServerNotification, only: set[int] | None = None) -> None:
         for key, session in list(self._sessions.items()):
+            if only is not None and key not in only:
+                continue
             try:
                 with anyio.fail_after(NOTIFY_TIMEOUT_S):
                     await session.send_notification(notification)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, TimeoutError, OSError) as exc:
                 logger.debug("forgetting a downstream client: %s failed: %r", notification.method, exc)
-                self._sessions.pop(key, None)
+                self._forget(key)
+
+    def _forget(self, key: int) -> None:
+        # A forgotten client's subscriptions go with it; the upstream ones are dropped when the
+        # next update finds nobody subscribed (see client_callbacks).
+        self._sessions.pop(key, None)
+        for uri, keys in list(self._subscribers.items()):
+            keys.discard(key)
+            if not keys:
+                del self._subscribers[uri]
 
     def client_callbacks(self) -> ClientCallbacks:
         """Callbacks for the manager: upstream logs, resource updates, sampling and elicitation go downstream."""
@@ -108,7 +149,10 @@ class Downstream:
             await self.log(server, params)
 
         async def on_resource_updated(server: str, uri: str) -> None:
-            await self.resource_updated(self.downstream_uri(server, uri))
+            downstream_uri = self.downstream_uri(server, uri)
+            if not self.subscribed(downstream_uri) and self.unwatched is not None:
+                self.unwatched(server, uri)
+            await self.resource_updated(downstream_uri)
 
         async def sampling(
             server: str, params: types.CreateMessageRequestParams
@@ -121,3 +165,13 @@ class Downstream:
         return ClientCallbacks(
             on_log=on_log, on_resource_updated=on_resource_updated, sampling=sampling, elicitation=elicitation
         )
+
+
+def _key(session: ServerSession) -> int:
+    """One key per client connection.
+
+    The SDK builds a new ``ServerSession`` for every request; what stays the same for a
+    connection is what it holds, such as the client's ``initialize`` parameters.
+    """
+    params = session.client_params
+    return id(params) if params is not None else id(session)

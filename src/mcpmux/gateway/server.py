@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
@@ -46,6 +47,7 @@ __all__ = ["RESOURCE_NOT_FOUND", "Gateway"]
 logger = logging.getLogger(__name__)
 
 RESOURCE_NOT_FOUND = -32002
+UNWATCH_QUEUE = 256
 Ctx = ServerRequestContext[Any, Any]
 _T = TypeVar("_T")
 
@@ -79,6 +81,8 @@ class Gateway:
         self._in_flight = 0
         self._idle = anyio.Event()
         self.downstream.downstream_uri = self._downstream_uri
+        self.downstream.unwatched = self._unwatched
+        self._unwatch_queue: MemoryObjectSendStream[tuple[str, str]] | None = None
         self.server = self._build_server(name)
 
     # -- the surface ----------------------------------------------------------------------------
@@ -105,14 +109,26 @@ class Gateway:
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow the manager's events: rebuild the surface and tell clients what changed."""
-        async with self.manager.subscribe() as events:
+        unwatch, unwatched = anyio.create_memory_object_stream[tuple[str, str]](UNWATCH_QUEUE)
+        async with self.manager.subscribe() as events, unwatch, unwatched, anyio.create_task_group() as tg:
+            self._unwatch_queue = unwatch
+            tg.start_soon(self._drop_unwatched, unwatched)
             task_status.started()
-            async for event in events:
-                self._surface = None
-                if isinstance(event, ListChanged) and event.kind in ("tools", "prompts", "resources"):
-                    await self.downstream.list_changed(event.kind)
-                elif isinstance(event, StateChanged):
-                    await self.downstream.list_changed("tools")
+            try:
+                async for event in events:
+                    self._surface = None
+                    if isinstance(event, ListChanged) and event.kind in ("tools", "prompts", "resources"):
+                        await self.downstream.list_changed(event.kind)
+                    elif isinstance(event, StateChanged):
+                        await self.downstream.list_changed("tools")
+            finally:
+                self._unwatch_queue = None
+                tg.cancel_scope.cancel()
+
+    async def _drop_unwatched(self, queue: MemoryObjectReceiveStream[tuple[str, str]]) -> None:
+        async for server, uri in queue:
+            if not self.downstream.subscribed(self.surface.downstream_uri(server, uri)):
+                await self._unwatch(server, uri)
 
     # -- the server -----------------------------------------------------------------------------
 
@@ -210,14 +226,44 @@ class Gateway:
         return types.ReadResourceResult(contents=contents)
 
     async def _subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        # One upstream subscription per resource, shared by the clients subscribed to it.
         server, uri = _lookup(self.surface.resource, params.uri, RESOURCE_NOT_FOUND)
-        connection = await self.manager.supervisor(server).connection_for_call()
-        await _upstream(connection.subscribe_resource(uri))
+        if self.downstream.subscribe(ctx.session, params.uri):
+            try:
+                connection = await self.manager.supervisor(server).connection_for_call()
+                await _upstream(connection.subscribe_resource(uri))
+            except BaseException:
+                self.downstream.unsubscribe(ctx.session, params.uri)
+                raise
         return types.EmptyResult()
 
     async def _unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        # Upstream subscriptions are shared by every client, so they stay; updates are cheap.
+        server, uri = _lookup(self.surface.resource, params.uri, RESOURCE_NOT_FOUND)
+        if self.downstream.unsubscribe(ctx.session, params.uri):
+            await self._unwatch(server, uri)
         return types.EmptyResult()
+
+    async def _unwatch(self, server: str, uri: str) -> None:
+        """Drop the upstream subscription to ``uri`` on ``server``: nobody downstream wants it now.
+
+        The client's own subscription is gone either way, so a failure here is only logged.
+        """
+        connection = self.manager.supervisor(server).connection
+        if connection is None or not connection.is_connected:
+            return
+        try:
+            await connection.unsubscribe_resource(uri)
+        except MCPMuxError as exc:
+            logger.info("could not unsubscribe from %s on %s: %s", uri, server, exc)
+
+    def _unwatched(self, server: str, uri: str) -> None:
+        # Called from the upstream connection's notification handling, which must not wait on a
+        # request to the same upstream: the unsubscribe is queued for Gateway.run.
+        try:
+            if self._unwatch_queue is not None:
+                self._unwatch_queue.send_nowait((server, uri))
+        except anyio.WouldBlock:
+            logger.debug("unsubscribe queue full; %s on %s stays subscribed", uri, server)
 
     async def _complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
         ref = params.ref

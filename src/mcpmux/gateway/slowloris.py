@@ -1,10 +1,14 @@
-"""A header deadline for uvicorn's h11 protocol: a client must finish its request head in time.
+"""uvicorn's httptools protocol with a deadline and a size cap on each request head.
 
-uvicorn bounds the idle time between requests (``timeout_keep_alive``) and the size of an
-incomplete head (``h11_max_incomplete_event_size``) but not how long a client may take to send
-it, so one byte every few seconds would hold a connection forever. This protocol closes a
-connection whose request line and headers are not complete within ``HEADER_TIMEOUT_S`` of the
-connection (or of the previous response).
+uvicorn bounds the idle time between requests (``timeout_keep_alive``) but neither how long a
+client may take to send a request line and its headers nor (with httptools) how large they may
+grow, so one byte every few seconds would hold a connection forever and a fast client could
+grow the header list without bound. :class:`HeadLimitProtocol` closes a connection whose request
+head is not complete within ``header_timeout_s`` of the connection (or of the previous
+response), and answers 431 to a head larger than :data:`MAX_HEAD_BYTES`.
+
+httptools (llhttp, C) rather than h11 (pure Python): parsing costs a few microseconds per request
+instead of a tenth of a short call's CPU.
 """
 
 from __future__ import annotations
@@ -13,44 +17,88 @@ import asyncio
 import logging
 from typing import Any
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["DEFAULT_HEADER_TIMEOUT_S", "HeaderDeadlineProtocol", "protocol_with_deadline"]
+__all__ = ["DEFAULT_HEADER_TIMEOUT_S", "MAX_HEAD_BYTES", "HeadLimitProtocol", "protocol_with_deadline"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_HEADER_TIMEOUT_S = 10.0
+MAX_HEAD_BYTES = 64 * 1024
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 32\r\nconnection: close\r\n\r\nRequest header fields too large\n"
+)
 
 
-class HeaderDeadlineProtocol(H11Protocol):
-    """:class:`H11Protocol` that closes connections whose request head arrives too slowly."""
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head over the cap."""
+
+
+class HeadLimitProtocol(HttpToolsProtocol):
+    """:class:`HttpToolsProtocol` that closes connections whose request head is too slow or too large.
+
+    The head's size is the request target plus every header name and value, counted as the
+    parser reports them; past :data:`MAX_HEAD_BYTES` parsing stops and the answer is 431.
+    """
 
     header_timeout_s = DEFAULT_HEADER_TIMEOUT_S
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_deadline: asyncio.TimerHandle | None = None
+        self._in_head = True
+        self._head_bytes = 0
+        self._head_too_large = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm()
+        self._await_head()
 
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
-            self._disarm()
+    def on_message_begin(self) -> None:
+        self._head_bytes = 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value))
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._disarm()
+        super().on_headers_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn answers every parser error with 400; a head over the cap gets its own status.
+        if not self._head_too_large:
+            super().send_400_response(msg)
+            return
+        logger.info("closing a connection from %s: request head over %d bytes", self.client, MAX_HEAD_BYTES)
+        self.transport.write(_TOO_LARGE)
+        self.transport.close()
+
+    def _count(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > MAX_HEAD_BYTES:
+            self._head_too_large = True
+            raise _HeadTooLarge
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()
+        # A pipelined request already parsed may have started: its head is complete.
+        if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
+            self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
+    def _await_head(self) -> None:
+        self._in_head, self._head_bytes = True, 0
         self._disarm()
         self._head_deadline = self.loop.call_later(self.header_timeout_s, self._head_too_slow)
 
@@ -61,11 +109,11 @@ class HeaderDeadlineProtocol(H11Protocol):
 
     def _head_too_slow(self) -> None:
         self._head_deadline = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        if self._in_head and not self.transport.is_closing():
             logger.info("closing a connection from %s: request head not received in time", self.client)
             self.transport.close()
 
 
-def protocol_with_deadline(header_timeout_s: float) -> type[HeaderDeadlineProtocol]:
-    """A :class:`HeaderDeadlineProtocol` subclass with its own deadline (for uvicorn's ``http=``)."""
-    return type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout_s": header_timeout_s})
+def protocol_with_deadline(header_timeout_s: float) -> type[HeadLimitProtocol]:
+    """A :class:`HeadLimitProtocol` subclass with its own deadline (for uvicorn's ``http=``)."""
+    return type("HeadLimitProtocol", (HeadLimitProtocol,), {"header_timeout_s": header_timeout_s})
