@@ -1,0 +1,99 @@
+"""The shared SQLite helper: appends written behind the caller, and never lost on the way out."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from mcpmux import storage
+from mcpmux.storage import Database
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, writer TEXT)"
+INSERT = "INSERT INTO rows (n, writer) VALUES (?, ?)"
+
+
+def count(path: Path) -> int:
+    """Rows in the file, seen through a separate connection (another reader, as another process would)."""
+    with sqlite3.connect(path) as db:
+        (rows,) = db.execute("SELECT count(*) FROM rows").fetchone()
+    return int(rows)
+
+
+def test_appends_are_written_in_order_and_visible_to_the_caller_and_to_other_readers(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with Database(path, SCHEMA, 1, disposable=False) as database:
+        for n in range(500):
+            database.append(INSERT, (n, "main"))
+        with database.read() as db:  # a read waits for what this process queued
+            assert [n for (n,) in db.execute("SELECT n FROM rows ORDER BY id")] == list(range(500))
+        assert count(path) == 500
+
+
+def test_close_writes_what_is_still_queued(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    database = Database(path, SCHEMA, 1, disposable=False)
+    for n in range(200):
+        database.append(INSERT, (n, "main"))
+    database.close()
+    assert count(path) == 200
+
+
+def test_appends_from_many_threads_all_arrive(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with Database(path, SCHEMA, 1, disposable=False) as database:
+
+        def writer(name: str) -> None:
+            for n in range(250):
+                database.append(INSERT, (n, name))
+
+        threads = [threading.Thread(target=writer, args=(f"t{i}",)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        database.flush()
+        assert count(path) == 1000
+
+
+def test_a_process_that_exits_without_closing_still_writes_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    code = (
+        "import sys; from mcpmux.storage import Database\n"
+        f"db = Database(sys.argv[1], {SCHEMA!r}, 1, disposable=False)\n"
+        f"for n in range(1000): db.append({INSERT!r}, (n, 'child'))\n"
+        "sys.exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
+    assert count(path) == 1000
+
+
+def test_the_writer_thread_ends_when_idle_and_a_new_append_starts_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage, "WRITER_IDLE_S", 0.05)
+    with Database(tmp_path / "state.db", SCHEMA, 1, disposable=False) as database:
+        database.append(INSERT, (1, "main"))
+        database.flush()
+        first = database._writer
+        assert first is not None
+        first.join(timeout=5)
+        assert not first.is_alive() and database._writer is None
+        database.append(INSERT, (2, "main"))
+        database.flush()
+        assert count(tmp_path / "state.db") == 2
+
+
+def test_rows_that_cannot_be_written_are_reported_not_silently_dropped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage.time, "sleep", lambda s: None)
+    with Database(tmp_path / "state.db", SCHEMA, 1, disposable=False) as database:
+        database.append("INSERT INTO missing_table VALUES (?)", (1,))
+        database.flush()
+    assert "1 rows could not be written" in caplog.text
+    assert "trying again" in caplog.text
