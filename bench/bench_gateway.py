@@ -5,7 +5,12 @@ One echo server (the SDK's low-level ``Server`` over stdio) is the upstream of e
 - ``gateway http``: the same client over Streamable HTTP to ``mcpmux serve --http`` (a subprocess);
 - ``gateway tcp``: mcpmux's ``Connection`` over TCP to ``mcpmux serve --tcp`` (same process);
 - ``gateway http --json-response``: as ``gateway http`` with one JSON body per POST (no SSE);
-- ``fastmcp http``: the same HTTP client to a fastmcp proxy (``create_proxy``) over the same upstream.
+- ``fastmcp http``: the same HTTP clients to a fastmcp proxy (``create_proxy``) over the same upstream.
+
+Each HTTP face is driven by two clients: the SDK's ``ClientSession`` (what a Python host would
+use) and ``loadgen.raw_http``, a lean raw-HTTP client (what a server benchmark uses, so the
+client's CPU does not crowd out the server's on a small machine). Every row is compared with
+fastmcp driven by the same client.
 
 fastmcp is never a dependency of mcpmux: the benchmark installs it into a throw-away venv under a
 temporary directory (``pip install fastmcp``); if that fails the row says "not measured".
@@ -37,6 +42,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_connection import ECHO_SERVER, Call, free_port, measure, sdk_stdio
 from harness import report
+from loadgen import raw_http
 
 from mcpmux.config.models import Settings, TcpServerConfig
 from mcpmux.connection import Connection
@@ -159,31 +165,36 @@ async def measured(call: Call, args: argparse.Namespace, proxy_pid: int | None) 
     return [*row, spent / calls * 1e6 if spent is not None else "-"]
 
 
+FASTMCP_SDK = "fastmcp http (SDK client)"
+FASTMCP_LEAN = "fastmcp http (lean client)"
+
+
 async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp, ExitStack() as stack:
         root = Path(tmp)
         faces, pid = stack.enter_context(mcpmux_serve(root / "a", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0"))
         json_faces, json_pid = stack.enter_context(mcpmux_serve(root / "b", "--http", "127.0.0.1:0", "--json-response"))
-        rows: dict[str, tuple[Callable[[], Any], int | None]] = {
-            "direct stdio (SDK)": (sdk_stdio, None),
-            "gateway http (SDK client)": (lambda: sdk_http(faces["http"] + "/mcp", "echo__echo"), pid),
-            "gateway tcp (mcpmux Connection)": (lambda: connection_tcp(faces["tcp"]), pid),
-            "gateway http --json-response": (lambda: sdk_http(json_faces["http"] + "/mcp", "echo__echo"), json_pid),
+        gateway_url, json_url = faces["http"] + "/mcp", json_faces["http"] + "/mcp"
+        # name: (client, proxy pid, the fastmcp row it is compared with)
+        rows: dict[str, tuple[Callable[[], Any], int | None, str]] = {
+            "direct stdio (SDK)": (sdk_stdio, None, FASTMCP_SDK),
+            "gateway http (SDK client)": (lambda: sdk_http(gateway_url, "echo__echo"), pid, FASTMCP_SDK),
+            "gateway tcp (mcpmux Connection)": (lambda: connection_tcp(faces["tcp"]), pid, FASTMCP_SDK),
+            "gateway http --json-response": (lambda: sdk_http(json_url, "echo__echo"), json_pid, FASTMCP_SDK),
+            "gateway http (lean client)": (lambda: raw_http(gateway_url, "echo__echo"), pid, FASTMCP_LEAN),
         }
         python = None if args.no_fastmcp else (args.fastmcp_python or install_fastmcp(root))
         if python is not None:
             url, fast_pid = stack.enter_context(fastmcp_proxy(python))
             await wait_http(url)
-            rows["fastmcp http (SDK client)"] = (lambda: sdk_http(url), fast_pid)
+            rows[FASTMCP_SDK] = (lambda: sdk_http(url), fast_pid, FASTMCP_SDK)
+            rows[FASTMCP_LEAN] = (lambda: raw_http(url, "echo"), fast_pid, FASTMCP_LEAN)
         best: dict[str, list[Any]] = {}
         for _round in range(args.rounds):
-            for name, (connect, proxy_pid) in rows.items():
+            for name, (connect, proxy_pid, _) in rows.items():
                 async with connect() as call:
                     best[name] = _best(best.get(name), await measured(call, args, proxy_pid))
-    table = [[name, *row] for name, row in best.items()]
-    if python is None:
-        table.append(["fastmcp http (SDK client)", "not measured", "not measured", "-", "-"])
-    _report(table, args)
+    _report(best, {name: baseline for name, (_, _, baseline) in rows.items()}, args)
 
 
 def _best(old: list[Any] | None, new: list[Any]) -> list[Any]:
@@ -197,21 +208,20 @@ def _least(a: Any, b: Any) -> Any:
     return min(a, b) if isinstance(a, float) and isinstance(b, float) else a
 
 
-def _report(rows: list[list[Any]], args: argparse.Namespace) -> None:
-    direct = rows[0]
-    fast = rows[-1] if isinstance(rows[-1][1], float) else None
+def _report(best: dict[str, list[Any]], baselines: dict[str, str], args: argparse.Namespace) -> None:
+    direct = best["direct stdio (SDK)"]
     table = []
-    for name, seq, conc, cpu, proxy_cpu in rows:
-        if not isinstance(seq, float):
-            table.append([name, seq, conc, cpu, proxy_cpu, "-", "-"])
-            continue
-        vs_fast = f"{seq / fast[1]:.2f}x / {conc / fast[2]:.2f}x" if fast else "fastmcp not measured"
-        if fast and isinstance(proxy_cpu, float):
-            vs_fast += f" / cpu {fast[4] / proxy_cpu:.2f}x"
-        table.append([name, seq, conc, cpu, proxy_cpu, f"{seq / direct[1]:.2f}x / {conc / direct[2]:.2f}x", vs_fast])
+    for name, (seq, conc, cpu, proxy_cpu) in best.items():
+        fast = best.get(baselines[name])
+        vs_fast = f"{seq / fast[0]:.2f}x / {conc / fast[1]:.2f}x" if fast else "fastmcp not measured"
+        if fast and isinstance(proxy_cpu, float) and isinstance(fast[3], float):
+            vs_fast += f" / cpu {fast[3] / proxy_cpu:.2f}x"
+        table.append([name, seq, conc, cpu, proxy_cpu, f"{seq / direct[0]:.2f}x / {conc / direct[1]:.2f}x", vs_fast])
+    if FASTMCP_SDK not in best:
+        table.append([FASTMCP_SDK, "not measured", "not measured", "-", "-", "-", "-"])
     columns = [
         "path", "calls/s seq", f"calls/s x{args.concurrency}", "client CPU us/call", "proxy CPU us/call",
-        "vs direct (seq / conc)", "vs fastmcp (seq / conc / proxy cpu)",
+        "vs direct (seq / conc)", "vs fastmcp, same client (seq / conc / proxy cpu)",
     ]  # fmt: skip
     report("gateway", columns, table, calls=args.calls, concurrency=args.concurrency)
 

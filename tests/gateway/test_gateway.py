@@ -113,6 +113,23 @@ async def test_capabilities_follow_what_the_upstreams_have() -> None:
             assert caps.prompts is not None and caps.resources is not None and caps.completions is not None
 
 
+async def test_capabilities_are_worked_out_again_for_each_client_as_upstreams_arrive() -> None:
+    with anyio.fail_after(15):
+        async with gateway_over({"web": echo_server("web", "search"), "a": rich_server("a")}, stdio("web")) as gateway:
+            async with Client(gateway.server, mode="legacy") as early:
+                caps = early.session.initialize_result.capabilities  # type: ignore[union-attr]
+                assert caps.completions is None and caps.logging is None  # web has neither
+            await gateway.manager.add_server(stdio("a"))
+            async with Client(gateway.server, mode="legacy") as late:
+                caps = late.session.initialize_result.capabilities  # type: ignore[union-attr]
+                assert caps.completions is not None  # a completes prompt arguments
+                assert caps.resources is not None and caps.resources.subscribe is False  # nobody subscribes
+                assert [p.name for p in (await late.list_prompts()).prompts] == ["a__review"]
+                ref = types.PromptReference(name="a__review")
+                completed = await late.complete(ref, {"name": "code", "value": "x"})
+                assert completed.completion.values == ["a-x-1", "a-x-2"]
+
+
 async def test_list_changed_from_an_upstream_reaches_the_downstream_client() -> None:
     changed = anyio.Event()
 
@@ -307,3 +324,21 @@ async def test_resource_subscriptions_are_shared_upstream_and_updates_reach_only
             assert await touched(c, 1) == ["b"]
             await b.session.send_request(unsubscribe, types.EmptyResult)
             assert calls == ["subscribe memo://doc", "unsubscribe memo://doc"]
+
+
+async def test_the_sdk_span_per_request_is_kept_only_when_opentelemetry_is_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp.server._otel import OpenTelemetryMiddleware
+    from opentelemetry.trace import NoOpTracerProvider
+
+    from mcpmux.gateway import server as gateway_server
+
+    def spans(gateway: Any) -> int:
+        return sum(isinstance(m, OpenTelemetryMiddleware) for m in gateway.server.middleware)
+
+    async with gateway_over({"web": echo_server("web", "search")}) as gateway:
+        assert spans(gateway) == 0
+    monkeypatch.setattr(gateway_server, "get_tracer_provider", NoOpTracerProvider)
+    async with gateway_over({"web": echo_server("web", "search")}) as gateway:
+        assert spans(gateway) == 1
