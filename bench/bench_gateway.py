@@ -15,7 +15,8 @@ fastmcp driven by the same client.
 fastmcp is never a dependency of mcpmux: the benchmark installs it into a throw-away venv under a
 temporary directory (``pip install fastmcp``); if that fails the row says "not measured".
 
-Rows run interleaved for ``--rounds`` rounds (the machine is shared; the best round counts).
+Rows run interleaved for ``--rounds`` rounds over clients that stay connected (the machine is
+shared; the best round of each row counts).
 
 Run: ``.venv/bin/python bench/bench_gateway.py [--calls N] [--rounds R] [--no-fastmcp | --fastmcp-python PY]``.
 """
@@ -32,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import ExitStack, asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -189,11 +190,14 @@ async def run(args: argparse.Namespace) -> None:
             await wait_http(url)
             rows[FASTMCP_SDK] = (lambda: sdk_http(url), fast_pid, FASTMCP_SDK)
             rows[FASTMCP_LEAN] = (lambda: raw_http(url, "echo"), fast_pid, FASTMCP_LEAN)
+        # Every client stays connected for the whole run and the rows take turns, round after
+        # round, so a row and its baseline see the same machine (this one's speed drifts by ±30 %).
         best: dict[str, list[Any]] = {}
-        for _round in range(args.rounds):
-            for name, (connect, proxy_pid, _) in rows.items():
-                async with connect() as call:
-                    best[name] = _best(best.get(name), await measured(call, args, proxy_pid))
+        async with AsyncExitStack() as clients:
+            calls = {name: await clients.enter_async_context(connect()) for name, (connect, _, _) in rows.items()}
+            for _round in range(args.rounds):
+                for name, (_, proxy_pid, _) in rows.items():
+                    best[name] = _best(best.get(name), await measured(calls[name], args, proxy_pid))
     _report(best, {name: baseline for name, (_, _, baseline) in rows.items()}, args)
 
 
@@ -229,9 +233,9 @@ def _report(best: dict[str, list[Any]], baselines: dict[str, str], args: argpars
 def main() -> None:
     """Parse the options and run every row in one process, one after the other."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=500, help="calls per row and round, sequential and concurrent")
     parser.add_argument("--concurrency", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=3, help="rows interleaved; the best round of each is kept")
+    parser.add_argument("--rounds", type=int, default=6, help="rows interleaved; the best round of each is kept")
     parser.add_argument("--no-fastmcp", action="store_true", help="skip installing and measuring fastmcp")
     parser.add_argument("--fastmcp-python", type=Path, help="a python that has fastmcp (skips the install)")
     anyio.run(run, parser.parse_args())

@@ -38,6 +38,8 @@ class _Conn:
         head += [f"{k}: {v}" for k, v in headers.items()]
         self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         status_line = await self.reader.readline()
+        if not status_line:
+            raise ConnectionResetError("the server closed the connection")
         status = int(status_line.split()[1])
         response_headers: dict[str, str] = {}
         while (line := await self.reader.readline()) not in (b"\r\n", b"\n", b""):
@@ -92,16 +94,22 @@ async def raw_http(url: str, tool: str) -> AsyncIterator[Any]:
         return conn
 
     async def rpc(message: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any] | None]:
+        body = json.dumps(message).encode()
         conn = await connection()
         try:
-            status, response_headers, body = await conn.post(netloc, path, json.dumps(message).encode(), headers)
-        finally:
-            idle.append(conn)
+            status, response_headers, answer = await conn.post(netloc, path, body, headers)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            # An idle keep-alive connection the server has closed (uvicorn does after 5 s): reconnect once.
+            conn.writer.close()
+            conn = _Conn(*await asyncio.open_connection(host, port))
+            opened.append(conn)
+            status, response_headers, answer = await conn.post(netloc, path, body, headers)
+        idle.append(conn)
         if status == 202:
             return response_headers, None
         if status != 200:
-            raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
-        return response_headers, _answer(response_headers.get("content-type", ""), body, message["id"])
+            raise RuntimeError(f"HTTP {status}: {answer[:200]!r}")
+        return response_headers, _answer(response_headers.get("content-type", ""), answer, message["id"])
 
     try:
         init = {

@@ -145,9 +145,10 @@ class NameTable:
         profile: str | NameProfile = "openai",
         *,
         separator: str = DEFAULT_SEPARATOR,
+        kind: str = "tool",
     ) -> None:
         self.profile = get_profile(profile)
-        self.separator = separator
+        self.separator, self.kind = separator, kind
         canonicals = sorted({n if isinstance(n, str) else canonical_name(*n) for n in names})
         self._to_provider: dict[str, str] = {}
         self._to_canonical: dict[str, str] = {}
@@ -174,12 +175,12 @@ class NameTable:
         """The canonical name behind the provider name ``provider``.
 
         Raises:
-            ToolNotFound: no tool has that provider name (closest provider names suggested).
+            ToolNotFound: no tool (or :attr:`kind`) has that provider name (closest names suggested).
         """
         try:
             return self._to_canonical[provider]
         except KeyError:
-            raise ToolNotFound(provider, _closest(provider, self._to_canonical)) from None
+            raise ToolNotFound(provider, _closest(provider, self._to_canonical), kind=self.kind) from None
 
     def __contains__(self, provider: object) -> bool:
         """Whether ``provider`` is a provider name in the table."""

@@ -342,3 +342,20 @@ async def test_the_sdk_span_per_request_is_kept_only_when_opentelemetry_is_confi
     monkeypatch.setattr(gateway_server, "get_tracer_provider", NoOpTracerProvider)
     async with gateway_over({"web": echo_server("web", "search")}) as gateway:
         assert spans(gateway) == 1
+
+
+async def test_an_unknown_resource_or_prompt_is_named_as_such_with_the_closest_names() -> None:
+    with anyio.fail_after(15):
+        async with gateway_over({"a": rich_server("a")}) as gateway, Client(gateway.server, mode="legacy") as client:
+            expected = r"no resource named 'memo://greetings'; did you mean 'memo://greeting'"
+            with pytest.raises(MCPError, match=expected) as read:
+                await client.read_resource("memo://greetings")
+            assert read.value.error.code == -32002  # 2025-11-25: "resource not found"
+            assert read.value.error.data == {"uri": "memo://greetings"}
+        async with gateway_over({"a": rich_server("a")}) as gw, Client(gw.server, mode="2026-07-28") as client:
+            with pytest.raises(MCPError, match=expected) as read:
+                await client.read_resource("memo://greetings")
+            assert read.value.error.code == types.INVALID_PARAMS  # 2026-07-28, SEP-2164
+            assert read.value.error.data == {"uri": "memo://greetings"}
+            with pytest.raises(MCPError, match=r"no prompt named 'a__reveiw'; did you mean 'a__review'"):
+                await client.get_prompt("a__reveiw", {"code": "x"})

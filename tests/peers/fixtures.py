@@ -154,6 +154,11 @@ def conformance_cli() -> list[str]:
     return [str(node22()), str(_npm_file("@modelcontextprotocol/conformance/dist/index.js"))]
 
 
+def conformance_2026_cli() -> list[str]:
+    """As :func:`conformance_cli`, for the 0.2 alpha that adds the 2026-07-28 scenarios (npm alias)."""
+    return [str(node22()), str(_npm_file("conformance-2026/dist/index.js"))]
+
+
 def inspector_cli() -> list[str]:
     """Argv prefix of the MCP Inspector CLI under Node 22, ``--cli`` included.
 

@@ -32,6 +32,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 
 from mcpmux import __version__
@@ -228,14 +229,14 @@ class Gateway:
         return types.ListResourceTemplatesResult(resource_templates=self.surface.templates)
 
     async def _read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        server, uri = _lookup(self.surface.resource, params.uri, RESOURCE_NOT_FOUND)
+        server, uri = _find_resource(self.surface, ctx, params.uri)
         result = await _upstream(self.guard.read_resource(server, uri, caller=caller_of(ctx)))
         contents = [c.model_copy(update={"uri": params.uri}) if c.uri == uri else c for c in result.contents]
         return types.ReadResourceResult(contents=contents)
 
     async def _subscribe(self, ctx: Ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         # One upstream subscription per resource, shared by the clients subscribed to it.
-        server, uri = _lookup(self.surface.resource, params.uri, RESOURCE_NOT_FOUND)
+        server, uri = _find_resource(self.surface, ctx, params.uri)
         if self.downstream.subscribe(ctx.session, params.uri):
             try:
                 connection = await self.manager.supervisor(server).connection_for_call()
@@ -246,7 +247,7 @@ class Gateway:
         return types.EmptyResult()
 
     async def _unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        server, uri = _lookup(self.surface.resource, params.uri, RESOURCE_NOT_FOUND)
+        server, uri = _find_resource(self.surface, ctx, params.uri)
         if self.downstream.unsubscribe(ctx.session, params.uri):
             await self._unwatch(server, uri)
         return types.EmptyResult()
@@ -350,6 +351,18 @@ def _merge(old: Any, new: Any) -> Any:
     if isinstance(old, bool) or isinstance(new, bool):
         return bool(old) or bool(new)
     return new if old is None else old
+
+
+def _find_resource(surface: Surface, ctx: Ctx, uri: str) -> tuple[str, str]:
+    """``(server, upstream URI)`` behind ``uri``, or the era's "resource not found" error.
+
+    2025-11-25 names it -32002; 2026-07-28 (SEP-2164) uses -32602 (Invalid Params). Both carry the URI.
+    """
+    try:
+        return surface.resource(uri)
+    except ToolNotFound as exc:
+        code = types.INVALID_PARAMS if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else RESOURCE_NOT_FOUND
+        raise MCPError(code, str(exc), {"uri": uri}) from exc
 
 
 def _lookup(resolve: Callable[[str], _T], name: str, code: int) -> _T:

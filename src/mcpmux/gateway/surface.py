@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from urllib.parse import quote, unquote
 
 import mcp_types as types
@@ -64,7 +65,7 @@ class Surface:
         matches = {s for t, s in self._template_servers.items() if _template_matches(t, uri)}
         if len(matches) == 1:
             return matches.pop(), uri
-        raise ToolNotFound(uri, sorted(self._uris)[:3])
+        raise ToolNotFound(uri, get_close_matches(uri, self._uris, n=3, cutoff=0.5), kind="resource")
 
     def downstream_uri(self, server: str, uri: str) -> str:
         """The URI clients know for ``server``'s ``uri`` (the wrapper when it collides)."""
@@ -77,7 +78,8 @@ class Surface:
         """The server that lists ``uri_template`` (raises :class:`ToolNotFound`)."""
         server = self._template_servers.get(uri_template)
         if server is None:
-            raise ToolNotFound(uri_template, sorted(self._template_servers)[:3])
+            close = get_close_matches(uri_template, self._template_servers, n=3, cutoff=0.5)
+            raise ToolNotFound(uri_template, close, kind="resource template")
         return server
 
 
@@ -90,7 +92,7 @@ def build_surface(guard: Guard, separator: str = DEFAULT_SEPARATOR) -> Surface:
     tools = [t for t in guard.tools() if not t.synthetic]
     tool_names = NameTable([t.name for t in tools], "mcp", separator=separator)
     prompts = guard.prompts()
-    prompt_names = NameTable([p.name for p in prompts], "mcp", separator=separator)
+    prompt_names = NameTable([p.name for p in prompts], "mcp", separator=separator, kind="prompt")
     listed = guard.resources()
     resources, uris = _resources([r for r in listed if not r.template])
     templates = [r for r in listed if r.template]
