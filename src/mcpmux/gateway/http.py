@@ -197,6 +197,10 @@ async def serve_http(
         ws="none",
         lifespan="on",
         log_level="warning",
+        access_log=False,
+        # X-Forwarded-* would let any client claim another address in our logs; the gateway is
+        # not meant to sit behind a proxy that it trusts by default.
+        proxy_headers=False,
         timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S,
         timeout_graceful_shutdown=options.shutdown_timeout_s,
     )
