@@ -97,3 +97,22 @@ def test_rows_that_cannot_be_written_are_reported_not_silently_dropped(
         database.flush()
     assert "1 rows could not be written" in caplog.text
     assert "trying again" in caplog.text
+
+
+def test_a_flush_waits_a_bounded_time_for_a_locked_file_and_the_rows_follow_later(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage, "FLUSH_TIMEOUT_S", 0.3)
+    path = tmp_path / "state.db"
+    with Database(path, SCHEMA, 1, disposable=False) as database:
+        with database.read():
+            pass  # creates the file and its schema
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        database.append(INSERT, (1, "main"))
+        database.flush()
+        assert "queued rows are not written yet" in caplog.text  # and the caller went on
+        other.execute("COMMIT")
+        other.close()
+        database.flush()
+        assert count(path) == 1

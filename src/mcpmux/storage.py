@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 5000
 APPEND_ATTEMPTS = 3
 WRITER_IDLE_S = 2.0
+FLUSH_TIMEOUT_S = 30.0
 _open_appenders: weakref.WeakSet[Database] = weakref.WeakSet()
 
 
@@ -107,10 +108,20 @@ class Database:
             self._queue.notify_all()
 
     def flush(self) -> None:
-        """Wait until every queued append is written (or given up on, which is logged)."""
+        """Wait until every queued append is written (or given up on, which is logged).
+
+        The writer bounds each attempt by SQLite's busy timeout; past :data:`FLUSH_TIMEOUT_S` the
+        caller goes on without the rows still queued (they are written later) and says so.
+        """
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S
         with self._queue:
             while self._queued or self._writing:
-                self._queue.wait()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    message = "%s is busy: queued rows are not written yet after %g s; going on"
+                    logger.warning(message, self.path, FLUSH_TIMEOUT_S)
+                    return
+                self._queue.wait(left)
 
     def _write_queued(self) -> None:
         # Runs while there is work; after WRITER_IDLE_S without any the thread ends (append starts another).
