@@ -88,15 +88,36 @@ def test_the_writer_thread_ends_when_idle_and_a_new_append_starts_another(
         assert count(tmp_path / "state.db") == 2
 
 
-def test_rows_that_cannot_be_written_are_reported_not_silently_dropped(
+def test_a_row_that_cannot_be_written_is_reported_and_does_not_take_its_batch_with_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "state.db"
+    with Database(path, SCHEMA, 1, disposable=False) as database:
+        with database._queue:  # hold the writer back so the three rows go in one batch
+            database.append(INSERT, (1, "good"))
+            database.append(INSERT, (None, "bad"))  # n is NOT NULL
+            database.append(INSERT, (3, "good"))
+        database.flush()
+    assert count(path) == 2
+    assert "1 rows could not be written" in caplog.text and "NOT NULL" in caplog.text
+
+
+def test_a_busy_file_is_tried_again_before_rows_are_given_up(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(storage.time, "sleep", lambda s: None)
-    with Database(tmp_path / "state.db", SCHEMA, 1, disposable=False) as database:
-        database.append("INSERT INTO missing_table VALUES (?)", (1,))
+    path = tmp_path / "state.db"
+    with Database(path, SCHEMA, 1, disposable=False) as database:
+        with database.write() as db:
+            db.execute("PRAGMA busy_timeout = 0")  # fail at once while another holds the lock
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        database.append(INSERT, (1, "main"))
         database.flush()
-    assert "1 rows could not be written" in caplog.text
-    assert "trying again" in caplog.text
+        other.execute("ROLLBACK")
+        other.close()
+    assert caplog.text.count("trying again") == storage.APPEND_ATTEMPTS - 1
+    assert "1 rows could not be written" in caplog.text and "locked" in caplog.text
 
 
 def test_a_flush_waits_a_bounded_time_for_a_locked_file_and_the_rows_follow_later(

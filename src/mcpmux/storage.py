@@ -157,7 +157,13 @@ class Database:
                     db.execute("COMMIT")
                 return
             except sqlite3.Error as exc:
-                if attempt == APPEND_ATTEMPTS:
+                busy = isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+                if not busy and len(batch) > 1:
+                    # One bad row must not take the others with it: write them one by one.
+                    for row in batch:
+                        self._commit([row])
+                    return
+                if attempt == APPEND_ATTEMPTS or not busy:
                     logger.error("%d rows could not be written to %s and are lost: %s", len(batch), self.path, exc)
                     return
                 logger.warning("writing %d rows to %s failed (%s); trying again", len(batch), self.path, exc)
