@@ -70,6 +70,7 @@ def serve_cmd(
     """
     from mcpmux.gateway.http import HttpOptions
     from mcpmux.gateway.run import ServeOptions, http_security, serve
+    from mcpmux.gateway.runtime import loop_options, quiet_sdk_tracing
     from mcpmux.gateway.tokens import TokenStore
     from mcpmux.policy import StateStore
 
@@ -99,8 +100,9 @@ def serve_cmd(
     for name, addr in (("--tcp", options.tcp), ("--ws", options.ws)):
         if addr is not None and not _loopback(addr[0]):
             raise ConfigError(ConfigProblem("<cli>", name, "tcp and websocket have no auth: bind a loopback address"))
+    quiet_sdk_tracing()
     try:
-        anyio.run(lambda: serve(config, options, store=store))
+        anyio.run(lambda: serve(config, options, store=store), backend_options=loop_options())
     finally:
         store.close()
 
