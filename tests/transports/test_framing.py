@@ -7,11 +7,12 @@ import logging
 import time
 import tracemalloc
 
+import anyio
 import pytest
 from mcp.shared.message import SessionMessage
 
 from mcpmux.errors import MessageTooLarge
-from mcpmux.transports.framing import LineFramer
+from mcpmux.transports.framing import LineFramer, LineWriter
 
 MB = 1024 * 1024
 
@@ -98,3 +99,37 @@ def test_memory_stays_bounded_while_skipping_an_oversized_line() -> None:
         tracemalloc.stop()
     assert ids(framer.feed(b"\n" + request(3) + b"\n")) == ["MessageTooLarge", 3]
     assert peak < 4 * MB, f"peak {peak} bytes"
+
+
+class _Sink:
+    """A byte sink that records what it is sent, or fails like a closed pipe."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.sent: list[bytes] = []
+        self.error = error
+
+    async def send(self, item: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+        self.sent.append(item)
+
+
+@pytest.mark.anyio
+async def test_the_line_writer_writes_each_message_as_one_line() -> None:
+    sink = _Sink()
+    async with LineWriter(sink) as writer:  # type: ignore[arg-type]
+        await writer.send(LineFramer("t", MB).feed(request(1) + b"\n")[0])  # type: ignore[arg-type]
+    assert len(sink.sent) == 1 and sink.sent[0].endswith(b"}\n") and json.loads(sink.sent[0])["id"] == 1
+
+
+@pytest.mark.anyio
+async def test_the_line_writer_refuses_after_close_and_after_a_broken_pipe() -> None:
+    message = LineFramer("t", MB).feed(request(1) + b"\n")[0]
+    closed = LineWriter(_Sink())  # type: ignore[arg-type]
+    await closed.aclose()
+    with pytest.raises(anyio.ClosedResourceError):
+        await closed.send(message)  # type: ignore[arg-type]
+    broken = LineWriter(_Sink(BrokenPipeError()))  # type: ignore[arg-type]
+    await broken.send(message)  # type: ignore[arg-type]  # lost, as a writer task loses it
+    with pytest.raises(anyio.BrokenResourceError):
+        await broken.send(message)  # type: ignore[arg-type]

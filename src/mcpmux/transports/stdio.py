@@ -30,7 +30,7 @@ from mcpmux.errors import CommandNotFound, ServerExited, TransportError
 from mcpmux.transports._process import stop_process, wait_exit
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
-from mcpmux.transports.framing import LineFramer, pump_lines, pump_messages
+from mcpmux.transports.framing import LineFramer, LineWriter, pump_lines
 from mcpmux.transports.sandbox import sandbox_command
 
 __all__ = ["INHERITED_ENV_PREFIXES", "INHERITED_ENV_VARS", "child_environment", "open_stdio", "resolve_command"]
@@ -101,20 +101,19 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     sink = StderrSink(server.name)
     exited = anyio.Event()
     read_send, read_receive = anyio.create_memory_object_stream[Item](0)
-    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     framer = LineFramer(server.name, settings.max_message_bytes)
     assert process.stdin is not None, "spawned with pipes"
     assert process.stderr is not None, "spawned with pipes"
-    # Closing all four ends here too: a task cancelled before its first step never closes its own.
-    with read_send, read_receive, write_send, write_receive:
+    write = LineWriter(process.stdin)
+    # Closing both ends here too: a task cancelled before its first step never closes its own.
+    with read_send, read_receive:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(pump_messages, write_receive, process.stdin)
             tg.start_soon(sink.drain, process.stderr)
             tg.start_soon(_report_exit, server.name, process, framer, read_send, sink, exited)
             try:
                 yield TransportStreams(
                     read=read_receive,
-                    write=write_send,
+                    write=write,
                     describe=f"pid {process.pid}: {' '.join([server.command, *server.args])}",
                     pid=process.pid,
                     stderr_tail=sink.tail,
@@ -122,7 +121,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
                 )
             finally:
                 with anyio.CancelScope(shield=True):
-                    write_send.close()
+                    write.close()
                     await _shutdown(process, exited)
                     read_receive.close()
                 tg.cancel_scope.cancel()
