@@ -12,6 +12,7 @@ from starlette.types import Message, Receive, Scope, Send
 from mcpmux.errors import ConfigError
 from mcpmux.gateway.run import http_security
 from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
+from mcpmux.gateway.slowloris import _HeadWithBody
 from mcpmux.gateway.tokens import TokenStore, hash_token
 from mcpmux.policy import StateStore
 
@@ -106,3 +107,40 @@ def test_off_loopback_needs_a_token_and_on_loopback_tokens_apply_once_they_exist
     assert http_security("127.0.0.1", tokens).tokens is tokens
     public = http_security("10.1.2.3", tokens)
     assert public.tokens is tokens and "10.1.2.3:*" in public.allowed_hosts
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def test_a_fixed_length_response_goes_out_in_one_write_with_its_head() -> None:
+    transport = _Transport()
+    writer = _HeadWithBody(transport)  # type: ignore[arg-type]
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+    assert transport.writes == []
+    writer.write(b"{}")
+    assert transport.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
+
+
+def test_a_streamed_response_head_is_not_held_and_a_held_head_is_flushed_on_close() -> None:
+    streamed = _Transport()
+    writer = _HeadWithBody(streamed)  # type: ignore[arg-type]
+    writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+    writer.write(b"5\r\nhello\r\n")
+    assert len(streamed.writes) == 2
+    cut = _Transport()
+    writer = _HeadWithBody(cut)  # type: ignore[arg-type]
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+    writer.close()
+    assert cut.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"] and cut.closed

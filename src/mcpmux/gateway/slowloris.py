@@ -1,5 +1,9 @@
 """uvicorn's httptools protocol with a deadline and a size cap on each request head.
 
+It also sends a fixed-length response (``content-length``, i.e. every JSON answer) in one write
+with its head: uvicorn writes the status line and headers as soon as they are ready and the body
+next, which costs a second ``send()`` and wakes the client twice for one response.
+
 uvicorn bounds the idle time between requests (``timeout_keep_alive``) but neither how long a
 client may take to send a request line and its headers nor (with httptools) how large they may
 grow, so one byte every few seconds would hold a connection forever and a fast client could
@@ -71,6 +75,9 @@ class HeadLimitProtocol(HttpToolsProtocol):
         self._in_head = False
         self._disarm()
         super().on_headers_complete()
+        # A HEAD response has no body write to carry the head (uvicorn skips it).
+        if self.cycle is not None and self.scope["method"] != "HEAD":
+            self.cycle.transport = _HeadWithBody(self.cycle.transport)  # type: ignore[assignment]
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn answers every parser error with 400; a head over the cap gets its own status.
@@ -117,3 +124,38 @@ class HeadLimitProtocol(HttpToolsProtocol):
 def protocol_with_deadline(header_timeout_s: float) -> type[HeadLimitProtocol]:
     """A :class:`HeadLimitProtocol` subclass with its own deadline (for uvicorn's ``http=``)."""
     return type("HeadLimitProtocol", (HeadLimitProtocol,), {"header_timeout_s": header_timeout_s})
+
+
+class _HeadWithBody:
+    """The part of a transport a response uses, holding a fixed-length response's head for its body.
+
+    Only the first write of a response can be its head. uvicorn lowercases header names, so a
+    head that declares its length says ``content-length:``; any other write (a streamed or
+    chunked head, a body, a ``100 Continue``) goes out at once.
+    """
+
+    __slots__ = ("_head", "_started", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._head: bytes | None = None
+        self._started = False
+
+    def write(self, data: bytes) -> None:
+        if self._head is not None:
+            data, self._head = self._head + data, None
+        elif not self._started:
+            self._started = True
+            if b"\r\ncontent-length: " in data:
+                self._head = data
+                return
+        self._transport.write(data)
+
+    def close(self) -> None:
+        if self._head is not None:
+            self._transport.write(self._head)
+            self._head = None
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
