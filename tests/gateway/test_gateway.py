@@ -247,6 +247,48 @@ async def test_approval_is_asked_of_the_downstream_client_by_elicitation() -> No
     assert sorted(decisions) == [("asked", "ok"), ("denied", "refused")]
 
 
+async def test_a_stateless_era_client_is_asked_for_approval_with_an_input_required_result() -> None:
+    asked: list[str] = []
+
+    async def approve(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        decision = "yes" if '"x"' in params.message else "no"
+        return types.ElicitResult(action="accept", content={"decision": decision})
+
+    security = SecurityConfig(pinning="off", require_approval=True)
+    with anyio.fail_after(15):
+        async with gateway_over({"fs": echo_server("fs", "write")}, security=security) as gateway:
+            async with Client(gateway.server, mode="2026-07-28", elicitation_callback=approve) as client:
+                assert text(await client.call_tool("fs__write", {"text": "x"})) == "fs:write:x"
+                refused = await client.call_tool("fs__write", {"text": "y"})
+                assert refused.is_error and "declined" in text(refused)
+            async with Client(gateway.server, mode="2026-07-28") as client:
+                unasked = await client.call_tool("fs__write", {"text": "x"})
+                assert unasked.is_error and "declined" in text(unasked)
+            decisions = [(r.decision, r.outcome) for r in gateway.guard.audit.query()]
+    assert len(asked) == 2 and all("Allow fs:write" in question for question in asked)
+    assert sorted(decisions) == [("asked", "ok"), ("denied", "refused"), ("denied", "refused")]
+
+
+async def test_a_forged_or_foreign_request_state_is_refused() -> None:
+    from mcp.client.session import ClientSession
+
+    security = SecurityConfig(pinning="off", require_approval=True)
+    yes = {"mcpmux/approval": {"action": "accept", "content": {"decision": "yes"}}}
+    with anyio.fail_after(15):
+        async with (
+            gateway_over({"fs": echo_server("fs", "write")}, security=security) as gateway,
+            Client(gateway.server, mode="2026-07-28") as client,
+        ):
+            session: ClientSession = client.session
+            with pytest.raises(MCPError, match="Invalid or expired requestState"):
+                await session.call_tool(
+                    "fs__write", {"text": "x"}, input_responses=yes, request_state="approval:",
+                    allow_input_required=True,
+                )  # fmt: skip
+            assert gateway.guard.audit.query() == []
+
+
 async def test_resource_update_notifications_use_the_uri_the_client_knows() -> None:
     with anyio.fail_after(15):
         async with gateway_over({"a": rich_server("a"), "b": rich_server("b")}) as gateway:

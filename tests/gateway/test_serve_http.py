@@ -232,3 +232,21 @@ async def test_a_resource_subscription_is_forwarded_and_updates_come_back(gatewa
             unsubscribe = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
             await client.session.send_request(unsubscribe, types.EmptyResult)
     assert uri in seen
+
+
+async def test_approval_reaches_clients_of_both_eras_over_http(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def approve(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "yes"})
+
+    config = write_config(tmp_path, ("time",), require_approval=["time:get_current_time"])
+    with serve(tmp_path, config, "--http", "127.0.0.1:0") as serving, anyio.fail_after(60):
+        for mode in ("legacy", "2026-07-28"):
+            async with Client(serving.url, mode=mode, elicitation_callback=approve) as client:
+                assert "UTC" in text(await client.call_tool("time__get_current_time", {"timezone": "UTC"}))
+            async with Client(serving.url, mode=mode) as client:
+                refused = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
+                assert refused.is_error and "declined" in text(refused)
+    assert len(asked) == 2 and all("Allow time:get_current_time" in question for question in asked)

@@ -30,6 +30,7 @@ from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -40,6 +41,7 @@ from mcpmux.errors import MCPMuxError, ServerError, ToolNotFound
 from mcpmux.gateway.caller import caller_of
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.metrics import Metrics
+from mcpmux.gateway.relay import RELAY_TIMEOUT_S, InputRequired, approval_state
 from mcpmux.gateway.surface import Surface, build_surface
 from mcpmux.manager.events import ListChanged, StateChanged
 from mcpmux.naming import DEFAULT_SEPARATOR
@@ -165,6 +167,10 @@ class Gateway:
             # No OpenTelemetry SDK is configured, so the SDK's span per request records nothing,
             # but it still costs ~7 % of a short call's CPU through the gateway (measured).
             server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+        # The requestState of a stateless-era question goes out sealed (AES-GCM under a key of this
+        # process, bound to the tool, its arguments and the caller) and comes back verified.
+        security = RequestStateSecurity.ephemeral(ttl=RELAY_TIMEOUT_S)
+        server.middleware.append(RequestStateBoundary(security, default_audience=name))
         return server
 
     def _upstream_capabilities(self) -> types.ServerCapabilities:
@@ -189,20 +195,27 @@ class Gateway:
     async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self.surface.tools)
 
-    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def _call_tool(
+        self, ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if self.draining:
             raise MCPError(types.INTERNAL_ERROR, "the gateway is shutting down")
         canonical = _lookup(self.surface.tool, params.name, types.INVALID_PARAMS)
         tool = _lookup(self.manager.resolve_tool, canonical, types.INVALID_PARAMS)
+        # A stateless-era retry answering our question (the boundary has checked the sealed state).
+        answered = params.request_state is not None and params.request_state == approval_state(ctx)
         started, outcome = time.perf_counter(), "error"
         self._in_flight += 1
         try:
-            with self.downstream.relay.calling(tool.server, ctx):
+            with self.downstream.relay.calling(tool.server, ctx, params.input_responses if answered else None):
                 result = await self.guard.call_tool(
                     canonical, params.arguments, caller=caller_of(ctx), on_progress=ctx.session.report_progress
                 )
             outcome = "tool_error" if result.is_error else "ok"
             return result
+        except InputRequired as exc:
+            outcome = "input_required"
+            return exc.result
         except ServerError as exc:
             raise MCPError(exc.code, exc.error_message, exc.data) from exc
         except MCPMuxError as exc:
