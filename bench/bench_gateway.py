@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -67,8 +67,8 @@ def _env(root: Path) -> dict[str, str]:
 
 
 @contextmanager
-def mcpmux_serve(root: Path, *faces: str) -> Iterator[tuple[dict[str, str], int]]:
-    """``mcpmux serve FACES`` over the echo upstream; yields ``({scheme: address}, pid)``."""
+def mcpmux_serve(root: Path, *faces: str, prefix: Sequence[str] = ()) -> Iterator[tuple[dict[str, str], int]]:
+    """``mcpmux serve FACES`` over the echo upstream (run under ``prefix``); yields ``({scheme: address}, pid)``."""
     upstream = {"name": "echo", "type": "stdio", "command": sys.executable, "args": ["-c", ECHO_SERVER, "stdio"]}
     root.mkdir(parents=True, exist_ok=True)
     config = root / "mcpmux.json"
@@ -76,7 +76,7 @@ def mcpmux_serve(root: Path, *faces: str) -> Iterator[tuple[dict[str, str], int]
     log = root / "serve.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [MCPMUX, "--config", str(config), "serve", *faces], env=_env(root), stderr=sink,
+            [*prefix, MCPMUX, "--config", str(config), "serve", *faces], env=_env(root), stderr=sink,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
     try:
@@ -134,9 +134,9 @@ def install_fastmcp(root: Path) -> Path | None:
 
 
 @contextmanager
-def fastmcp_proxy(python: Path) -> Iterator[tuple[str, int]]:
+def fastmcp_proxy(python: Path, prefix: Sequence[str] = ()) -> Iterator[tuple[str, int]]:
     port = free_port()
-    proc = subprocess.Popen([str(python), "-c", FASTMCP_PROXY, sys.executable, ECHO_SERVER, str(port)],
+    proc = subprocess.Popen([*prefix, str(python), "-c", FASTMCP_PROXY, sys.executable, ECHO_SERVER, str(port)],
                             stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     try:
         yield f"http://127.0.0.1:{port}/mcp", proc.pid
