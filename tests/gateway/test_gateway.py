@@ -209,6 +209,50 @@ async def test_sampling_and_elicitation_from_an_upstream_reach_the_downstream_cl
                     await client.call_tool("fx__test_sampling", {"prompt": "2+2?"})
 
 
+async def test_sampling_and_elicitation_from_an_upstream_reach_a_stateless_era_client() -> None:
+    from tests.gateway.conformance_fixture import server as fixture
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(text="four"), model="m")
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"username": "ada", "email": "a@b.c"})
+
+    with anyio.fail_after(15):
+        async with gateway_over({"fx": fixture}) as gateway:
+            async with Client(gateway.server, mode="2026-07-28", sampling_callback=sampling,
+                              elicitation_callback=elicitation) as client:  # fmt: skip
+                result = await client.call_tool("fx__test_sampling", {"prompt": "2+2?"})
+                assert text(result) == "LLM response: four"
+                result = await client.call_tool("fx__test_elicitation", {"message": "who?"})
+                assert text(result) == 'User response: action=accept, content={"username": "ada", "email": "a@b.c"}'
+            async with Client(gateway.server, mode="2026-07-28") as client:
+                with pytest.raises(MCPError, match="the downstream client cannot answer it"):
+                    await client.call_tool("fx__test_sampling", {"prompt": "2+2?"})
+            assert gateway._parked._calls == {}
+
+
+async def test_a_parked_call_is_resumed_only_by_its_caller_with_its_own_state() -> None:
+    from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
+
+    class _Session:
+        def check_client_capability(self, wanted: types.ClientCapabilities) -> bool:
+            return True
+
+    class _Ctx:
+        session = _Session()
+
+    calls = ParkedCalls()
+    call = ParkedCall(_Ctx(), "token:alice")  # type: ignore[arg-type]
+    calls.add(call)
+    assert calls.resume(call.state, "token:alice") is call
+    assert calls.resume(call.state, "token:bob") is None
+    assert calls.resume(call.state.replace("token:alice", "token:bob"), "token:bob") is None
+    assert calls.resume("call:guessed:token:alice", "token:alice") is None
+    calls.done(call)
+    assert calls.resume(call.state, "token:alice") is None
+
+
 async def test_upstream_log_messages_reach_the_downstream_client_under_the_server_name() -> None:
     logged: list[types.LoggingMessageNotificationParams] = []
     got = anyio.Event()
@@ -274,7 +318,7 @@ async def test_a_forged_or_foreign_request_state_is_refused() -> None:
     from mcp.client.session import ClientSession
 
     security = SecurityConfig(pinning="off", require_approval=True)
-    yes = {"mcpmux/approval": {"action": "accept", "content": {"decision": "yes"}}}
+    yes = {"mcpmux-1": {"action": "accept", "content": {"decision": "yes"}}}
     with anyio.fail_after(15):
         async with (
             gateway_over({"fs": echo_server("fs", "write")}, security=security) as gateway,
@@ -283,7 +327,7 @@ async def test_a_forged_or_foreign_request_state_is_refused() -> None:
             session: ClientSession = client.session
             with pytest.raises(MCPError, match="Invalid or expired requestState"):
                 await session.call_tool(
-                    "fs__write", {"text": "x"}, input_responses=yes, request_state="approval:",
+                    "fs__write", {"text": "x"}, input_responses=yes, request_state="call:guessed:",
                     allow_input_required=True,
                 )  # fmt: skip
             assert gateway.guard.audit.query() == []

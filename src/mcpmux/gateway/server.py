@@ -10,7 +10,8 @@
             await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
 Every request goes through the guard (policy, approval, audit with the caller's identity);
-``Gateway.run`` must be running while clients are served, or the lists go stale.
+``Gateway.run`` must be running while clients are served, or the lists go stale, and it owns the
+calls of stateless-era clients that wait between rounds for an answer (:mod:`.stateless`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 import time
 import warnings
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import anyio
@@ -32,6 +34,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
@@ -41,7 +44,8 @@ from mcpmux.errors import MCPMuxError, ServerError, ToolNotFound
 from mcpmux.gateway.caller import caller_of
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.metrics import Metrics
-from mcpmux.gateway.relay import RELAY_TIMEOUT_S, InputRequired, approval_state
+from mcpmux.gateway.relay import RELAY_TIMEOUT_S, LiveCall
+from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
 from mcpmux.gateway.surface import Surface, build_surface
 from mcpmux.manager.events import ListChanged, StateChanged
 from mcpmux.naming import DEFAULT_SEPARATOR
@@ -88,6 +92,8 @@ class Gateway:
         self.downstream.downstream_uri = self._downstream_uri
         self.downstream.unwatched = self._unwatched
         self._unwatch_queue: MemoryObjectSendStream[tuple[str, str]] | None = None
+        self._parked = ParkedCalls()
+        self._tasks: anyio.abc.TaskGroup | None = None
         self.server = self._build_server(name)
 
     # -- the surface ----------------------------------------------------------------------------
@@ -116,7 +122,7 @@ class Gateway:
         """Follow the manager's events: rebuild the surface and tell clients what changed."""
         unwatch, unwatched = anyio.create_memory_object_stream[tuple[str, str]](UNWATCH_QUEUE)
         async with self.manager.subscribe() as events, unwatch, unwatched, anyio.create_task_group() as tg:
-            self._unwatch_queue = unwatch
+            self._unwatch_queue, self._tasks = unwatch, tg
             tg.start_soon(self._drop_unwatched, unwatched)
             task_status.started()
             try:
@@ -127,7 +133,7 @@ class Gateway:
                     elif isinstance(event, StateChanged):
                         await self.downstream.list_changed("tools")
             finally:
-                self._unwatch_queue = None
+                self._unwatch_queue, self._tasks = None, None
                 tg.cancel_scope.cancel()
 
     async def _drop_unwatched(self, queue: MemoryObjectReceiveStream[tuple[str, str]]) -> None:
@@ -202,20 +208,15 @@ class Gateway:
             raise MCPError(types.INTERNAL_ERROR, "the gateway is shutting down")
         canonical = _lookup(self.surface.tool, params.name, types.INVALID_PARAMS)
         tool = _lookup(self.manager.resolve_tool, canonical, types.INVALID_PARAMS)
-        # A stateless-era retry answering our question (the boundary has checked the sealed state).
-        answered = params.request_state is not None and params.request_state == approval_state(ctx)
         started, outcome = time.perf_counter(), "error"
         self._in_flight += 1
         try:
-            with self.downstream.relay.calling(tool.server, ctx, params.input_responses if answered else None):
-                result = await self.guard.call_tool(
-                    canonical, params.arguments, caller=caller_of(ctx), on_progress=ctx.session.report_progress
-                )
-            outcome = "tool_error" if result.is_error else "ok"
+            result = await self._call(ctx, params, canonical, tool.server)
+            if isinstance(result, types.InputRequiredResult):
+                outcome = "input_required"
+            else:
+                outcome = "tool_error" if result.is_error else "ok"
             return result
-        except InputRequired as exc:
-            outcome = "input_required"
-            return exc.result
         except ServerError as exc:
             raise MCPError(exc.code, exc.error_message, exc.data) from exc
         except MCPMuxError as exc:
@@ -225,6 +226,43 @@ class Gateway:
             if not self._in_flight:
                 self._idle.set()
             self.metrics.observe_call(tool.server, tool.tool, outcome, time.perf_counter() - started)
+
+    async def _call(
+        self, ctx: Ctx, params: types.CallToolRequestParams, canonical: str, server: str
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """One call of a handshake-era client, or one round of a stateless-era one (see :mod:`.stateless`)."""
+        caller = caller_of(ctx)
+        if params.request_state is not None:  # a retry; the boundary has checked that we sealed it
+            parked = self._parked.resume(params.request_state, caller)
+            if parked is None:
+                raise MCPError(types.INVALID_PARAMS, "this call no longer waits for an answer: call the tool again")
+            return await self._collect(parked, ctx, params.input_responses)
+        if self._tasks is not None and _can_be_asked(ctx):
+            parked = ParkedCall(ctx, caller)
+            self._parked.add(parked)
+            self._tasks.start_soon(parked.run, partial(self._guarded, parked, server, canonical, params.arguments))
+            return await self._collect(parked, ctx, None)
+        return await self._guarded(LiveCall(ctx), server, canonical, params.arguments)
+
+    async def _guarded(
+        self, call: LiveCall | ParkedCall, server: str, canonical: str, arguments: dict[str, Any] | None
+    ) -> types.CallToolResult:
+        with self.downstream.relay.calling(server, call):
+            return await self.guard.call_tool(
+                canonical, arguments, caller=caller_of(call.ctx), on_progress=_progress_of(call)
+            )
+
+    async def _collect(
+        self, parked: ParkedCall, ctx: Ctx, answers: dict[str, types.InputResponse] | None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        try:
+            result = await parked.round(ctx, answers)
+        except Exception:
+            self._parked.done(parked)
+            raise
+        if not isinstance(result, types.InputRequiredResult):
+            self._parked.done(parked)
+        return result
 
     async def _list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=self.surface.prompts)
@@ -364,6 +402,21 @@ def _merge(old: Any, new: Any) -> Any:
     if isinstance(old, bool) or isinstance(new, bool):
         return bool(old) or bool(new)
     return new if old is None else old
+
+
+def _can_be_asked(ctx: Ctx) -> bool:
+    """Whether ``ctx`` is a stateless-era request whose client declared it can answer a question."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    answers = types.ClientCapabilities(sampling=types.SamplingCapability(), elicitation=types.ElicitationCapability())
+    return any(
+        ctx.session.check_client_capability(types.ClientCapabilities(**{k: v}))
+        for k, v in answers.model_dump(exclude_none=True).items()
+    )
+
+
+def _progress_of(call: LiveCall | ParkedCall) -> ProgressFnT:
+    return call.report_progress if isinstance(call, ParkedCall) else call.ctx.session.report_progress
 
 
 def _find_resource(surface: Surface, ctx: Ctx, uri: str) -> tuple[str, str]:
