@@ -187,7 +187,9 @@ async def test_list_changed_reaches_a_stateless_era_client_through_subscriptions
             assert "dyn__later" in [t.name for t in (await client.list_tools()).tools]
 
 
-async def test_sampling_and_elicitation_from_an_upstream_reach_the_downstream_client() -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_sampling_and_elicitation_from_an_upstream_reach_the_downstream_client(mode: Any) -> None:
+    # A handshake-era client is asked on its channel; a stateless-era one through input_required rounds.
     from tests.gateway.conformance_fixture import server as fixture
 
     async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
@@ -198,35 +200,13 @@ async def test_sampling_and_elicitation_from_an_upstream_reach_the_downstream_cl
 
     with anyio.fail_after(15):
         async with gateway_over({"fx": fixture}) as gateway:
-            async with Client(gateway.server, mode="legacy", sampling_callback=sampling,
+            async with Client(gateway.server, mode=mode, sampling_callback=sampling,
                               elicitation_callback=elicitation) as client:  # fmt: skip
                 result = await client.call_tool("fx__test_sampling", {"prompt": "2+2?"})
                 assert text(result) == "LLM response: four"
                 result = await client.call_tool("fx__test_elicitation", {"message": "who?"})
                 assert text(result) == 'User response: action=accept, content={"username": "ada", "email": "a@b.c"}'
-            async with Client(gateway.server, mode="legacy") as client:
-                with pytest.raises(MCPError, match="the downstream client cannot answer it"):
-                    await client.call_tool("fx__test_sampling", {"prompt": "2+2?"})
-
-
-async def test_sampling_and_elicitation_from_an_upstream_reach_a_stateless_era_client() -> None:
-    from tests.gateway.conformance_fixture import server as fixture
-
-    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(text="four"), model="m")
-
-    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"username": "ada", "email": "a@b.c"})
-
-    with anyio.fail_after(15):
-        async with gateway_over({"fx": fixture}) as gateway:
-            async with Client(gateway.server, mode="2026-07-28", sampling_callback=sampling,
-                              elicitation_callback=elicitation) as client:  # fmt: skip
-                result = await client.call_tool("fx__test_sampling", {"prompt": "2+2?"})
-                assert text(result) == "LLM response: four"
-                result = await client.call_tool("fx__test_elicitation", {"message": "who?"})
-                assert text(result) == 'User response: action=accept, content={"username": "ada", "email": "a@b.c"}'
-            async with Client(gateway.server, mode="2026-07-28") as client:
+            async with Client(gateway.server, mode=mode) as client:
                 with pytest.raises(MCPError, match="the downstream client cannot answer it"):
                     await client.call_tool("fx__test_sampling", {"prompt": "2+2?"})
             assert gateway._parked._calls == {}
