@@ -57,6 +57,11 @@ logger = logging.getLogger(__name__)
 
 RESOURCE_NOT_FOUND = -32002
 UNWATCH_QUEUE = 256
+# A client with either capability can be asked a question; the others never are.
+_ANSWERING = (
+    types.ClientCapabilities(sampling=types.SamplingCapability()),
+    types.ClientCapabilities(elicitation=types.ElicitationCapability()),
+)
 Ctx = ServerRequestContext[Any, Any]
 _T = TypeVar("_T")
 
@@ -408,11 +413,7 @@ def _can_be_asked(ctx: Ctx) -> bool:
     """Whether ``ctx`` is a stateless-era request whose client declared it can answer a question."""
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         return False
-    answers = types.ClientCapabilities(sampling=types.SamplingCapability(), elicitation=types.ElicitationCapability())
-    return any(
-        ctx.session.check_client_capability(types.ClientCapabilities(**{k: v}))
-        for k, v in answers.model_dump(exclude_none=True).items()
-    )
+    return any(ctx.session.check_client_capability(answering) for answering in _ANSWERING)
 
 
 def _progress_of(call: LiveCall | ParkedCall) -> ProgressFnT:
