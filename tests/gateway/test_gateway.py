@@ -160,18 +160,26 @@ async def test_progress_notifications_pass_through_a_call() -> None:
             assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
 
 
-async def test_cancelling_a_downstream_call_cancels_the_upstream_call() -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_cancelling_a_downstream_call_cancels_the_upstream_call(mode: Any) -> None:
+    # A stateless-era client that can be asked things runs its call parked in the gateway: leaving
+    # the round must cancel it all the same.
     cancelled = anyio.Event()
+
+    async def never_asked(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("nothing is asked here")
+
     with anyio.fail_after(15):
         async with (
             gateway_over({"a": rich_server("a", cancelled)}) as gateway,
-            Client(gateway.server, mode="legacy") as client,
+            Client(gateway.server, mode=mode, elicitation_callback=never_asked) as client,
         ):
             with anyio.move_on_after(0.5):
                 await client.call_tool("a__hang", {})
             await cancelled.wait()
             rows = gateway.guard.audit.query()
             assert [r.outcome for r in rows] == ["cancelled"]
+            assert gateway._parked._calls == {}
 
 
 async def test_list_changed_reaches_a_stateless_era_client_through_subscriptions_listen() -> None:

@@ -262,7 +262,8 @@ class Gateway:
     ) -> types.CallToolResult | types.InputRequiredResult:
         try:
             result = await parked.round(ctx, answers)
-        except Exception:
+        except BaseException:
+            # The call failed (its error is the answer), or the client left the round and so the call.
             self._parked.done(parked)
             raise
         if not isinstance(result, types.InputRequiredResult):
