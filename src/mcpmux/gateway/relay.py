@@ -67,6 +67,10 @@ class Asker(Protocol):
         """Put ``request`` to the client and return its answer (or the error it gave)."""
         ...
 
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Pass the upstream's progress on to the client."""
+        ...
+
 
 class LiveCall:
     """A handshake-era call: questions go out as requests on the call's own channel."""
@@ -86,6 +90,9 @@ class LiveCall:
         except MCPError as exc:
             logger.info("relaying %s downstream failed: %s", request.method, exc)
             return exc.error
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        await self.ctx.session.report_progress(progress, total, message)
 
 
 class Relay:

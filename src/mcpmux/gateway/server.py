@@ -34,7 +34,6 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
-from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
@@ -44,7 +43,7 @@ from mcpmux.errors import MCPMuxError, ServerError, ToolNotFound
 from mcpmux.gateway.caller import caller_of
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.metrics import Metrics
-from mcpmux.gateway.relay import RELAY_TIMEOUT_S, LiveCall
+from mcpmux.gateway.relay import RELAY_TIMEOUT_S, Asker, LiveCall
 from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
 from mcpmux.gateway.surface import Surface, build_surface
 from mcpmux.manager.events import ListChanged, StateChanged
@@ -250,11 +249,11 @@ class Gateway:
         return await self._guarded(LiveCall(ctx), server, canonical, params.arguments)
 
     async def _guarded(
-        self, call: LiveCall | ParkedCall, server: str, canonical: str, arguments: dict[str, Any] | None
+        self, call: Asker, server: str, canonical: str, arguments: dict[str, Any] | None
     ) -> types.CallToolResult:
         with self.downstream.relay.calling(server, call):
             return await self.guard.call_tool(
-                canonical, arguments, caller=caller_of(call.ctx), on_progress=_progress_of(call)
+                canonical, arguments, caller=caller_of(call.ctx), on_progress=call.report_progress
             )
 
     async def _collect(
@@ -415,10 +414,6 @@ def _can_be_asked(ctx: Ctx) -> bool:
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         return False
     return any(ctx.session.check_client_capability(answering) for answering in _ANSWERING)
-
-
-def _progress_of(call: LiveCall | ParkedCall) -> ProgressFnT:
-    return call.report_progress if isinstance(call, ParkedCall) else call.ctx.session.report_progress
 
 
 def _find_resource(surface: Surface, ctx: Ctx, uri: str) -> tuple[str, str]:
