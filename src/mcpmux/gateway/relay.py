@@ -114,8 +114,12 @@ class Relay:
 
     def caller_of_call(self, server: str) -> Ctx | None:
         """The request context of the latest downstream call in flight on ``server``, if any."""
+        call = self._latest(server)
+        return call.ctx if call is not None else None
+
+    def _latest(self, server: str) -> Asker | None:
         calls = self._calls.get(server)
-        return calls[-1].ctx if calls else None
+        return calls[-1] if calls else None
 
     async def approve(self, request: ApprovalRequest) -> Answer:
         """Ask the client whose call this is, by elicitation; "no" when it cannot be asked."""
@@ -145,8 +149,7 @@ class Relay:
     async def _relay(
         self, server: str, wanted: types.ClientCapabilities, request: Any, result: type[_Result]
     ) -> _Result | types.ErrorData:
-        calls = self._calls.get(server)
-        call = calls[-1] if calls else None
+        call = self._latest(server)
         if call is None or not call.can_ask(wanted):
             reason = f"{request.method} from {server!r}: the downstream client cannot answer it"
             return types.ErrorData(code=types.METHOD_NOT_FOUND, message=reason)

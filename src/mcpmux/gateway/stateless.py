@@ -54,7 +54,6 @@ class ParkedCall:
     def __init__(self, ctx: Ctx, caller: str | None) -> None:
         self.id = secrets.token_urlsafe(18)
         self.ctx, self.caller = ctx, caller
-        self.capabilities = ctx.session.check_client_capability
         self.finished_at: float | None = None
         self._keys = itertools.count(1)
         self._questions: dict[str, _Question] = {}
@@ -89,7 +88,8 @@ class ParkedCall:
             logger.debug("progress lost between rounds: %r", exc)
 
     def can_ask(self, wanted: types.ClientCapabilities) -> bool:
-        return self.capabilities(wanted)
+        # A stateless-era client declares its capabilities with each request: the current round's count.
+        return self.ctx.session.check_client_capability(wanted)
 
     async def ask(self, request: Any, result: type[_Result]) -> _Result | types.ErrorData:
         """Hold ``request`` for the next round to put to the client; wait for the answer a retry brings."""
