@@ -13,7 +13,7 @@ from mcpmux.cli.completion import complete_servers
 from mcpmux.cli.manager_cmds import managed, run
 from mcpmux.cli.output import emit, json_option, state
 from mcpmux.config import Config, StdioServerConfig, config_to_dict, load_config
-from mcpmux.config.display import MASK, mask_secrets
+from mcpmux.config.display import MASK, mask_secrets, redact
 from mcpmux.config.paths import server_log_file
 
 STDERR_TAIL_LINES = 20
@@ -83,19 +83,21 @@ def _log_tail(name: str) -> str:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until interrupted.")
 def logs_cmd(name: str, lines: int, follow: bool) -> None:
     """Print the stderr log of server NAME (written whenever mcpmux runs it)."""
-    load_config(state().config_path).server(name)
+    config = load_config(state().config_path)
+    config.server(name)
     path = server_log_file(name)
     if not path.exists() and not follow:
         click.echo(f"no log yet for {name!r} ({path})", err=True)
         return
-    text = _log_tail(name) if path.exists() else ""
+    # Logs written before mcpmux masked stderr (or by another configuration) may still hold secrets.
+    text = redact(_log_tail(name), config.secret_values) if path.exists() else ""
     for line in text.splitlines()[-lines:]:
         click.echo(line)
     if follow:
-        anyio.run(_follow, path)
+        anyio.run(_follow, path, config.secret_values)
 
 
-async def _follow(path: Any) -> None:
+async def _follow(path: Any, secrets: frozenset[str]) -> None:
     position = path.stat().st_size if path.exists() else 0
     while True:
         if path.exists():
@@ -107,7 +109,7 @@ async def _follow(path: Any) -> None:
                     handle.seek(position)
                     chunk = handle.read()
                     position = handle.tell()
-                sys.stdout.write(chunk.decode("utf-8", "replace"))
+                sys.stdout.write(redact(chunk.decode("utf-8", "replace"), secrets))
                 sys.stdout.flush()
         await anyio.sleep(0.25)
 

@@ -23,6 +23,12 @@ _SECRET_NAME = re.compile(
     r"(token|secret|passw|api[_-]?key|apikey|auth|credential|cookie|session|private|_pat\b|_key\b)", re.I
 )
 _CREDENTIAL_SHAPE = re.compile(r"[A-Za-z0-9_\-+/=.]{16,}")
+# Tokens whose issuer gave them a recognisable prefix (GitHub, OpenAI/Stripe, Slack, GitLab, AWS, Google,
+# Hugging Face): masked wherever they appear, even when mcpmux was never told they are secrets.
+_PREFIXED_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9])(?:gh[pousr]_|github_pat_|sk-|sk_(?:live|test)_|rk_(?:live|test)_|xox[abposr]-|glpat-|AKIA|ASIA|AIza|hf_)"
+    r"[A-Za-z0-9_\-]{12,}"
+)
 MIN_SECRET_CHARS = 4
 
 
@@ -42,11 +48,11 @@ def looks_secret(name: str, value: str) -> bool:
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every occurrence of every secret in ``text`` with ``****`` (longest first)."""
+    """``text`` with every secret (longest first) and every prefixed token (``ghp_...``) as ``****``."""
     for secret in sorted(set(secrets), key=len, reverse=True):
         if secret:
             text = text.replace(secret, MASK)
-    return text
+    return _PREFIXED_TOKEN.sub(MASK, text)
 
 
 def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, Any]:

@@ -42,6 +42,10 @@ _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "llm": LLMConfig,
 }
 _MIN_SECRET_LEN = 4
+# Variables whose values describe the machine, not a credential: interpolating them masks nothing.
+_PUBLIC_VARIABLES = frozenset(
+    {"HOME", "USER", "LOGNAME", "PWD", "OLDPWD", "PATH", "SHELL", "LANG", "TZ", "TMPDIR", "TERM", "workspaceFolder"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,14 +184,18 @@ def _server(
     data = dict(raw.data)
     missing: list[ConfigProblem] = []
     label = f"server {data.get('name')!r}"
+    mine: set[str] = set()
     for key in _INTERPOLATED:
         if key in data:
-            data[key] = _expand_field(doc, label, (*raw.origin, key), data[key], environ, secrets, missing)
+            data[key] = _expand_field(doc, label, (*raw.origin, key), data[key], environ, mine, missing)
     if isinstance(data.get("headers"), dict):
         # Header values are credentials far more often than not (Authorization, X-Api-Key, ...).
-        secrets.update(v for v in data["headers"].values() if isinstance(v, str) and len(v) >= _MIN_SECRET_LEN)
+        mine.update(v for v in data["headers"].values() if isinstance(v, str))
     if isinstance(data.get("env"), dict):
-        secrets.update(v for k, v in data["env"].items() if isinstance(v, str) and looks_secret(str(k), v))
+        mine.update(v for k, v in data["env"].items() if isinstance(v, str) and looks_secret(str(k), v))
+    mine = {s for s in mine if len(s) >= _MIN_SECRET_LEN}
+    secrets.update(mine)
+    data["secret_values"] = frozenset(mine)
     enabled = data.get("enabled", True) is not False
     (problems if enabled else warnings).extend(missing)
     try:
@@ -209,7 +217,14 @@ def _expand_field(
     if isinstance(value, str):
         result = expand(value, environ)
         key = str(origin[-1]) if origin else ""
-        secrets.update(v for var, v in result.substituted if looks_secret(var, v) or looks_secret(key, v))
+        # Every value that came from the environment is a secret, whatever its name or shape (a plain
+        # ``${KEY}`` in a url query is as secret as ``${GITHUB_TOKEN}``), except the machine's own
+        # well-known variables; a value named or shaped like a credential counts even then.
+        secrets.update(
+            v
+            for var, v in result.substituted
+            if var not in _PUBLIC_VARIABLES or looks_secret(var, v) or looks_secret(key, v)
+        )
         start = next((i for i, p in enumerate(origin) if p in _INTERPOLATED), len(origin) - 1)
         field = format_path(origin[start:])
         for var in result.missing:

@@ -118,6 +118,9 @@ class _ServerBase(_Frozen):
     retry_attempts: int | None = Field(None, ge=0)
     protocol: ProtocolChoice = "auto"
     lazy: bool | None = None
+    # The values that came from ``${VAR}`` interpolation into this entry (set by the loader, never read
+    # from a file): whatever prints or stores this server's output masks them (stderr log, errors).
+    secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)
     security: ServerSecurity | None = None
 
     @field_validator("name")

@@ -8,6 +8,7 @@ from typing import BinaryIO
 import anyio
 from anyio.abc import ByteReceiveStream
 
+from mcpmux.config.display import redact
 from mcpmux.config.paths import server_log_file
 
 __all__ = ["LOG_FILE_MAX_BYTES", "STDERR_TAIL_BYTES", "StderrSink"]
@@ -15,17 +16,23 @@ __all__ = ["LOG_FILE_MAX_BYTES", "STDERR_TAIL_BYTES", "StderrSink"]
 STDERR_TAIL_BYTES = 64 * 1024
 LOG_FILE_MAX_BYTES = 8 * 1024 * 1024
 READ_CHUNK_BYTES = 64 * 1024
+# A secret is masked line by line; a line longer than this is masked and written in pieces, so a
+# secret that straddles such a cut could show (a child that writes 64 KiB without a newline).
+MAX_PENDING_LINE_BYTES = 64 * 1024
 
 
 class StderrSink:
     """Collects one child's stderr: last 64 KiB in memory, all of it in a size-capped log file.
 
     The log file rotates once to ``<name>.log.1`` when it passes :data:`LOG_FILE_MAX_BYTES`, so a
-    chatty server costs at most twice that on disk.
+    chatty server costs at most twice that on disk. ``secrets`` (the values the child was given from
+    the environment) and prefixed tokens are masked before anything is kept, logged or written.
     """
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, secrets: frozenset[str] = frozenset()) -> None:
         self.server = server
+        self._secrets = secrets
+        self._pending = bytearray()
         self.path = server_log_file(server)
         self.done = anyio.Event()
         self._tail = bytearray()
@@ -46,8 +53,9 @@ class StderrSink:
                     chunk = await source.receive(READ_CHUNK_BYTES)
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     break
-                self._record(chunk)
+                self._receive(chunk)
         finally:
+            self._flush_pending()
             self.close()
             self.done.set()
 
@@ -69,6 +77,26 @@ class StderrSink:
             self.path.replace(self.path.with_name(self.path.name + ".1"))
         self._file = self.path.open("ab")
         self._written = self.path.stat().st_size
+
+    def _receive(self, chunk: bytes) -> None:
+        self._pending += chunk
+        end = self._pending.rfind(b"\n") + 1
+        if end == 0 and len(self._pending) < MAX_PENDING_LINE_BYTES:
+            return
+        cut = end or len(self._pending)
+        lines = bytes(self._pending[:cut])
+        del self._pending[:cut]
+        self._record(self._masked(lines))
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self._record(self._masked(bytes(self._pending)))
+            self._pending.clear()
+
+    def _masked(self, data: bytes) -> bytes:
+        text = data.decode("utf-8", "replace")
+        masked = redact(text, self._secrets)
+        return data if masked == text else masked.encode("utf-8")
 
     def _record(self, chunk: bytes) -> None:
         self._tail += chunk

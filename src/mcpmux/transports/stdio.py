@@ -25,6 +25,7 @@ from anyio.abc import AsyncResource, Process
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from mcpmux.config.display import looks_secret, redact
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.errors import CommandNotFound, ServerExited, TransportError
 from mcpmux.transports._process import stop_process, wait_exit
@@ -69,6 +70,12 @@ def child_environment(server: StdioServerConfig, parent: Mapping[str, str] | Non
     return env
 
 
+def _secrets_of(server: StdioServerConfig) -> frozenset[str]:
+    """What to mask in the child's stderr and descriptions: its interpolated values and credential-like env."""
+    configured = {v.get_secret_value() for k, v in server.env.items() if looks_secret(k, v.get_secret_value())}
+    return server.secret_values | configured
+
+
 def resolve_command(server: StdioServerConfig, search_path: str) -> str:
     """The absolute path of the server's command, searched on ``search_path`` (the child's PATH).
 
@@ -98,7 +105,8 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     env = child_environment(server)
     executable = resolve_command(server, env["PATH"])
     process = await _spawn(server, executable, env)
-    sink = StderrSink(server.name)
+    secrets = _secrets_of(server)
+    sink = StderrSink(server.name, secrets)
     exited = anyio.Event()
     read_send, read_receive = anyio.create_memory_object_stream[Item](0)
     framer = LineFramer(server.name, settings.max_message_bytes)
@@ -114,7 +122,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
                 yield TransportStreams(
                     read=read_receive,
                     write=write,
-                    describe=f"pid {process.pid}: {' '.join([server.command, *server.args])}",
+                    describe=redact(f"pid {process.pid}: {' '.join([server.command, *server.args])}", secrets),
                     pid=process.pid,
                     stderr_tail=sink.tail,
                     exit_code=lambda: process.returncode,
