@@ -101,8 +101,11 @@ class StreamWatch:
             key = coerce_request_id(item.request_id)
             method = self._pending.pop(key, None)
             targets = [] if method is None else [(key, method)]
+        elif item.is_response is not True:
+            targets = []  # not even a readable JSON-RPC envelope (a giant banner line): nobody to blame
         else:
-            # No id readable: every waiting request may be the one; none of them will be answered now.
+            # A response whose id is unreadable: every waiting request may be the one, and the one it
+            # was will never be answered now; failing them all beats each waiting for its deadline.
             targets = list(self._pending.items())
             self._pending.clear()
             if targets:
