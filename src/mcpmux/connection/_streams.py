@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import secrets
 from collections import deque
@@ -145,6 +146,15 @@ class _WatchedRead:
             self._watch.read_ended = True
             raise
         return self._watch.received(item)
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        """The sender's context of the last item, when the transport's stream keeps it (SDK HTTP, SSE).
+
+        The dispatcher reads it (duck-typed) to run a handler in the context its transport task set.
+        """
+        context = getattr(self._inner, "last_context", None)
+        return context if isinstance(context, contextvars.Context) else None
 
     def __aiter__(self) -> Self:
         return self
