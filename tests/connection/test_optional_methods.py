@@ -11,10 +11,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp.server import Server, ServerRequestContext
+from mcp.server import MCPServer, Server, ServerRequestContext
 
+from mcpmux.config.models import Settings, StreamableHttpServerConfig
+from mcpmux.connection import Connection
 from mcpmux.errors import ServerError
 from tests.connection.servers import Wire, connect
+from tests.transports.conftest import running_uvicorn
 
 pytestmark = pytest.mark.anyio
 
@@ -94,3 +97,26 @@ async def test_other_errors_of_an_optional_method_are_still_raised() -> None:
                 await conn.list_resource_templates()
     assert caught.value.code != types.METHOD_NOT_FOUND
     assert "database is locked" in str(caught.value)
+
+
+@pytest.mark.network
+async def test_over_streamable_http_missing_completion_and_logging_are_empty_and_a_no_op() -> None:
+    server = MCPServer("plain")  # no completion handler, no logging capability
+
+    @server.tool()
+    def echo(text: str) -> str:
+        return text
+
+    ref = types.PromptReference(name="demo")
+    with anyio.fail_after(30):
+        async with running_uvicorn(server.streamable_http_app()) as port:
+            http = StreamableHttpServerConfig(name="plain", url=f"http://127.0.0.1:{port}/mcp")
+            async with Connection(http, Settings()) as conn:
+                completion = await conn.complete(ref, {"name": "table", "value": "us"})
+                await conn.set_logging_level("debug")
+                templates = await conn.list_resource_templates()
+                assert conn.is_connected
+                echoed = await conn.call_tool("echo", {"text": "still here"})
+    assert completion.completion.values == []
+    assert templates == []
+    assert not echoed.is_error
