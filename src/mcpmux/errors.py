@@ -17,6 +17,7 @@ from the builtin :class:`TimeoutError`.
     │   ├── HTTPStatusError            the peer answered with an HTTP error status
     │   │   └── AuthRequired           401/403: credentials are needed (exit 4)
     │   ├── MessageTooLarge            a message above ``max_message_bytes``
+    │   │   └── ResponseTooLarge       the answer to a request was above it; that request failed (exit 1)
     │   └── ConnectionClosed           the connection closed while a request was in flight
     ├── ProtocolError                  the peer broke the protocol (exit 3)
     │   └── ProtocolVersionMismatch    no protocol version both sides speak
@@ -61,6 +62,7 @@ __all__ = [
     "PolicyError",
     "ProtocolError",
     "ProtocolVersionMismatch",
+    "ResponseTooLarge",
     "ServerError",
     "ServerExited",
     "ServerNotConfigured",
@@ -236,15 +238,56 @@ class AuthRequired(HTTPStatusError):
 
 
 class MessageTooLarge(TransportError):
-    """A message exceeded the configured ``max_message_bytes``."""
+    """A message exceeded the configured ``max_message_bytes``.
 
-    def __init__(self, server: str, size: int, limit: int, *, direction: str = "received") -> None:
+    Attributes:
+        size: the message's size in bytes (at least this many when the stream ended inside it).
+        limit: the cap it exceeded.
+        request_id: the JSON-RPC id the message carried, when the framer could read it.
+        is_response: whether it was a response (``True``), a request or notification (``False``),
+            or could not be told (``None``).
+        ends_stream: whether the transport closed because of it (a WebSocket closes with 1009).
+    """
+
+    def __init__(
+        self,
+        server: str,
+        size: int,
+        limit: int,
+        *,
+        direction: str = "received",
+        request_id: int | str | None = None,
+        is_response: bool | None = None,
+        ends_stream: bool = False,
+    ) -> None:
         super().__init__(
             server,
             f"{direction} a message of at least {size} bytes, above the limit of {limit} bytes",
             hint="raise `settings.max_message_bytes` if the server is trusted to send such messages",
         )
         self.size, self.limit, self.direction = size, limit, direction
+        self.request_id, self.is_response, self.ends_stream = request_id, is_response, ends_stream
+
+
+class ResponseTooLarge(MessageTooLarge):
+    """The answer to a request exceeded ``max_message_bytes``: it was dropped and the request failed at once.
+
+    Attributes:
+        method: the request it answered (``tools/call``, ...).
+        cap: the cap it exceeded (the same as ``limit``).
+    """
+
+    def __init__(self, server: str, method: str, size: int, cap: int, *, request_id: int | str | None = None) -> None:
+        # Its own message: the user asked for something and this is why it failed, not a bare wire event.
+        TransportError.__init__(
+            self,
+            server,
+            f"response to {method} too large ({size} bytes > {cap} bytes cap)",
+            hint=f"raise `settings.max_message_bytes` (now {cap}) if the server is trusted to send such answers",
+        )
+        self.size, self.limit, self.direction = size, cap, "received"
+        self.request_id, self.is_response, self.ends_stream = request_id, True, False
+        self.method, self.cap = method, cap
 
 
 class ConnectionClosed(TransportError):
@@ -392,6 +435,7 @@ class ToolDefinitionChanged(ToolQuarantined):
 _EXIT_CODES: dict[type[BaseException], int] = {
     ConfigError: EXIT_USAGE,
     AuthRequired: EXIT_AUTH,
+    ResponseTooLarge: EXIT_FAILED,
     TransportError: EXIT_UNREACHABLE,
     ProtocolError: EXIT_UNREACHABLE,
     MCPTimeoutError: EXIT_UNREACHABLE,

@@ -9,7 +9,7 @@ import anyio
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 
-from mcpmux.transports.base import TransportStreams
+from mcpmux.connection._streams import StreamWatch
 
 __all__ = ["WatchedDispatcher"]
 
@@ -21,7 +21,7 @@ class WatchedDispatcher(JSONRPCDispatcher[TransportContext]):
     the end of stream wakes the waiting requests: a failed call can always cite it.
     """
 
-    def __init__(self, streams: TransportStreams, on_fault: Callable[[Exception], None]) -> None:
+    def __init__(self, streams: StreamWatch, on_fault: Callable[[Exception], None]) -> None:
         self._on_fault = on_fault
         self.ended = anyio.Event()
         super().__init__(streams.read, streams.write, on_stream_exception=self._record_fault)

@@ -4,9 +4,16 @@
 a ``server/discover`` probe costs an extra round trip on each of them and, on a server that ignores
 unknown methods, the SDK's fixed 10 s wait (measured: 10.01 s against 0.02 s). The handshake era
 also keeps what a host needs on every transport: server-to-client requests (sampling, elicitation,
-roots) and unsolicited list_changed notifications. A modern-only server answers the handshake with
-``-32022`` naming its versions; that is positive evidence, and ``auto`` then discovers at the best
-mutual version. ``2026-07-28`` pins the stateless era and never falls back.
+roots) and unsolicited list_changed notifications. ``auto`` follows what a modern-only server says
+to ``initialize``, each positive evidence that it speaks only the stateless era, and then discovers
+at the best mutual version:
+
+- ``-32022`` (unsupported protocol version) naming a modern version;
+- ``-32020`` (header mismatch): only a stateless-era server checks ``MCP-Protocol-Version`` there;
+- ``-32601`` (method not found): a server without the handshake;
+- a result claiming a modern version (the conformance suite's 2026 mock servers do all four).
+
+``2026-07-28`` pins the stateless era and never falls back; ``2025-11-25`` pins the handshake.
 """
 
 from __future__ import annotations
@@ -42,13 +49,25 @@ async def negotiate(session: ClientSession, server: str, choice: ProtocolChoice)
         return
     try:
         await _handshake(session, server)
+    except _ModernVersionClaimed as claim:
+        if choice != "auto":
+            raise ProtocolVersionMismatch(server, LATEST_HANDSHAKE_VERSION, claim.version) from claim
+        await _discover(session, server, refused=f"initialize answered with version {claim.version}")
     except MCPError as exc:
-        if choice == "auto" and _mutual_modern(exc):
-            await _discover(session, server)
+        if choice == "auto" and _says_modern_only(exc):
+            await _discover(session, server, refused=f"initialize answered {exc.code} {exc.message!r}")
             return
         if exc.code == types.UNSUPPORTED_PROTOCOL_VERSION:
             raise ProtocolVersionMismatch(server, LATEST_HANDSHAKE_VERSION, _offered(exc)) from exc
         raise
+
+
+class _ModernVersionClaimed(Exception):
+    """An ``initialize`` result naming a stateless-era version: the server speaks that era."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(version)
+        self.version = version
 
 
 async def _handshake(session: ClientSession, server: str) -> None:
@@ -58,15 +77,23 @@ async def _handshake(session: ClientSession, server: str) -> None:
         text = str(exc)
         if not text.startswith(_UNSUPPORTED_PREFIX):
             raise
-        raise ProtocolVersionMismatch(server, LATEST_HANDSHAKE_VERSION, text[len(_UNSUPPORTED_PREFIX) :]) from exc
+        version = text[len(_UNSUPPORTED_PREFIX) :]
+        if is_modern(version):
+            raise _ModernVersionClaimed(version) from exc
+        raise ProtocolVersionMismatch(server, LATEST_HANDSHAKE_VERSION, version) from exc
 
 
-async def _discover(session: ClientSession, server: str) -> None:
+async def _discover(session: ClientSession, server: str, *, refused: str = "") -> None:
+    """Discover; ``refused`` says how the server answered ``initialize`` when this is the fallback."""
     try:
         await session.discover()
     except MCPError as exc:
         if exc.code == types.METHOD_NOT_FOUND:
-            offered = "only the initialize handshake (no server/discover)"
+            offered = (
+                f"neither era ({refused}; server/discover answered {exc.code} {exc.message!r})"
+                if refused
+                else "only the initialize handshake (no server/discover)"
+            )
             raise ProtocolVersionMismatch(server, LATEST_MODERN_VERSION, offered) from exc
         if exc.code == types.UNSUPPORTED_PROTOCOL_VERSION:
             raise ProtocolVersionMismatch(server, LATEST_MODERN_VERSION, _offered(exc)) from exc
@@ -82,7 +109,10 @@ def _supported(exc: MCPError) -> list[str] | None:
         return None
 
 
-def _mutual_modern(exc: MCPError) -> bool:
+def _says_modern_only(exc: MCPError) -> bool:
+    """Whether an error answer to ``initialize`` shows a server of the stateless era only."""
+    if exc.code in (types.HEADER_MISMATCH, types.METHOD_NOT_FOUND):
+        return True
     if exc.code != types.UNSUPPORTED_PROTOCOL_VERSION:
         return False
     return any(v in MODERN_PROTOCOL_VERSIONS for v in _supported(exc) or ())

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from mcpmux.errors import MCPMuxError, MCPTimeoutError, ProtocolError, ServerError, TransportError
 
-__all__ = ["FOREIGN_ERRORS", "map_error"]
+__all__ = ["FOREIGN_ERRORS", "is_closed_signal", "map_error"]
 
 FOREIGN_ERRORS = (
     MCPError,
@@ -28,15 +28,22 @@ _PROTOCOL_RUNTIME_MARKERS = ("structured content", "schema", "InputRequiredResul
 
 
 def map_error(
-    server: str, method: str, exc: Exception, lost: Callable[[str], TransportError], timeout_s: float
+    server: str,
+    method: str,
+    exc: Exception,
+    lost: Callable[[str], TransportError],
+    timeout_s: float,
+    *,
+    transport_gone: bool,
 ) -> MCPMuxError | Exception:
     """Return the mcpmux error for ``exc`` raised by ``method``, or ``exc`` itself if it is not foreign.
 
     ``lost`` builds the error for a transport that ended (with the child's exit and stderr, if any);
-    ``timeout_s`` is the deadline the request had.
+    ``timeout_s`` is the deadline the request had; ``transport_gone`` says whether the transport
+    ended (or the connection is closing), which alone makes a ``-32000`` the SDK's "connection closed".
     """
     if isinstance(exc, MCPError):
-        if exc.code == types.CONNECTION_CLOSED:
+        if exc.code == types.CONNECTION_CLOSED and transport_gone and is_closed_signal(exc):
             return lost(f"during {method}")
         if _is_sdk_timeout(exc):
             return MCPTimeoutError(server, method, timeout_s)
@@ -50,6 +57,12 @@ def map_error(
     if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _PROTOCOL_RUNTIME_MARKERS):
         return ProtocolError(server, f"{method}: {exc}")
     return exc
+
+
+def is_closed_signal(exc: MCPError) -> bool:
+    """Whether ``exc`` looks like the SDK's own "connection closed" (a server may send -32000 too)."""
+    # The SDK matches its closed outcome by identity, lost by the time it is raised; its shape is exact.
+    return exc.code == types.CONNECTION_CLOSED and exc.message == "Connection closed" and exc.data is None
 
 
 def _is_sdk_timeout(exc: MCPError) -> bool:

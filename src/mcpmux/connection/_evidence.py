@@ -12,7 +12,8 @@ import logging
 from mcp.shared.exceptions import MCPError
 
 from mcpmux.connection._errormap import map_error
-from mcpmux.errors import ConnectionClosed, HTTPStatusError, ServerExited, TransportError
+from mcpmux.connection._streams import StreamWatch
+from mcpmux.errors import ConnectionClosed, HTTPStatusError, MessageTooLarge, ServerExited, TransportError
 from mcpmux.transports.base import TransportStreams
 
 __all__ = ["Evidence"]
@@ -28,6 +29,8 @@ class Evidence:
     def __init__(self, server: str) -> None:
         self.server = server
         self.streams: TransportStreams | None = None
+        self.watch: StreamWatch | None = None
+        self.closing = False
         self.fault: TransportError | None = None
         self.status: HTTPStatusError | None = None
         self.statuses = 0
@@ -38,6 +41,8 @@ class Evidence:
         if isinstance(exc, HTTPStatusError):
             # One request's HTTP status, put just before the JSON-RPC error that hides it.
             self.status, self.statuses = exc, self.statuses + 1
+        elif isinstance(exc, MessageTooLarge) and not exc.ends_stream:
+            pass  # dropped and logged by the framer; the stream goes on (a waiting request was answered)
         elif isinstance(exc, TransportError):
             if self.fault is None:
                 self.fault = exc
@@ -69,8 +74,16 @@ class Evidence:
         detail = f"; stderr: {tail[-STDERR_TAIL_CHARS:]}" if tail else ""
         return ConnectionClosed(self.server, f"connection closed {during}".rstrip() + detail)
 
+    def transport_gone(self) -> bool:
+        """Whether the transport ended or refused a message, or the connection is closing."""
+        watch = self.watch
+        return self.closing or watch is None or watch.transport_gone()
+
     def mapped(self, method: str, exc: Exception, timeout_s: float, statuses_before: int) -> Exception:
         """The mcpmux error for ``exc`` from ``method``, preferring an HTTP status reported meanwhile."""
-        if isinstance(exc, MCPError) and self.statuses != statuses_before and self.status is not None:
-            return self.status  # 401 -> AuthRequired says more than its JSON-RPC echo
-        return map_error(self.server, method, exc, self.lost, timeout_s)
+        if isinstance(exc, MCPError):
+            if self.statuses != statuses_before and self.status is not None:
+                return self.status  # 401 -> AuthRequired says more than its JSON-RPC echo
+            if self.watch is not None and (too_large := self.watch.too_large(exc.data)) is not None:
+                return too_large
+        return map_error(self.server, method, exc, self.lost, timeout_s, transport_gone=self.transport_gone())

@@ -8,6 +8,7 @@ the SDK's driver answers it through the same callbacks and retries.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -22,9 +23,11 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcpmux.connection._era import is_modern
 from mcpmux.connection._errormap import FOREIGN_ERRORS
 from mcpmux.connection._evidence import Evidence
-from mcpmux.errors import MCPMuxError, MCPTimeoutError, ProtocolError
+from mcpmux.errors import MCPMuxError, MCPTimeoutError, ProtocolError, ServerError
 
 __all__ = ["MAX_PAGES", "Requests"]
+
+logger = logging.getLogger(__name__)
 
 MAX_PAGES: Final = 100
 """Pages followed per listing; a server that pages on past this is broken, not big."""
@@ -43,6 +46,8 @@ class Requests:
         self._session: ClientSession | None = None
         self._evidence = Evidence(name)
         self._listed: set[str] = set()
+        self._unimplemented: set[str] = set()
+        """Optional methods the server answered with -32601 (method not found): not asked again."""
         self.list_ttl_ms: dict[str, int] = {}
         """The ``ttlMs`` cache hint of the last listing per method (2026-07-28 era; smallest page's)."""
 
@@ -133,6 +138,8 @@ class Requests:
         fetch: Callable[[ClientSession, types.PaginatedRequestParams | None], Awaitable[_Page]],
         items: Callable[[_Page], Sequence[_Item]],
     ) -> list[_Item]:
+        """Every page of ``method``; a server that does not implement it (-32601) has nothing to list."""
+
         async def walk(session: ClientSession) -> list[_Item]:
             collected: list[_Item] = []
             cursor: str | None = None
@@ -152,7 +159,31 @@ class Requests:
                 seen.add(cursor)
             raise ProtocolError(self.name, f"{method} did not end after {MAX_PAGES} pages")
 
-        return await self.call(method, timeout, walk)
+        return await self._optional(method, timeout, walk, list)
+
+    async def _optional(
+        self,
+        method: str,
+        timeout: float | None,
+        send: Callable[[ClientSession], Awaitable[_T]],
+        absent: Callable[[], _T],
+    ) -> _T:
+        """``call``, except that a method the server does not implement yields ``absent()``.
+
+        Servers built on the SDK 1.x low-level API (``mcp-server-sqlite``, ``server-postgres``)
+        advertise ``resources`` and answer ``resources/templates/list`` with -32601: an optional
+        method missing is an empty answer, never a failure of the server.
+        """
+        if method in self._unimplemented:
+            return absent()
+        try:
+            return await self.call(method, timeout, send)
+        except ServerError as exc:
+            if exc.code != types.METHOD_NOT_FOUND:
+                raise
+            self._unimplemented.add(method)
+            logger.debug("server %r does not implement %s (%s): treated as empty", self.name, method, exc.error_message)
+            return absent()
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -224,8 +255,13 @@ class Requests:
         *,
         timeout: float | None = None,
     ) -> types.CompleteResult:
-        """Ask for completions of one argument (``{"name": ..., "value": ...}``) of a prompt or template."""
-        return await self.call("completion/complete", timeout, lambda s: s.complete(ref, argument, context_arguments))
+        """Ask for completions of one argument (``{"name": ..., "value": ...}``) of a prompt or template.
+
+        A server that does not implement completion (-32601) offers no completions: the result is empty.
+        """
+        return await self._optional(
+            "completion/complete", timeout, lambda s: s.complete(ref, argument, context_arguments), _no_completions
+        )
 
     async def ping(self, *, timeout: float | None = None) -> None:
         """Check the server answers (``ping``; ``server/discover`` in the 2026 era, which has no ping)."""
@@ -242,13 +278,17 @@ class Requests:
     async def set_logging_level(self, level: types.LoggingLevel, *, timeout: float | None = None) -> None:
         """Ask the server to send log messages at ``level`` and above (2025 era only).
 
+        A server that does not implement logging (-32601) is left as it is: a no-op, logged at DEBUG.
+
         Raises:
             ProtocolError: the connection is in the 2026 era, which has no ``logging/setLevel``.
         """
         if is_modern(self.protocol_version):
             raise ProtocolError(self.name, "logging/setLevel does not exist in the 2026-07-28 protocol")
         request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
-        await self.call("logging/setLevel", timeout, lambda s: s.send_request(request, types.EmptyResult))
+        await self._optional(
+            "logging/setLevel", timeout, lambda s: s.send_request(request, types.EmptyResult), types.EmptyResult
+        )
 
     async def subscribe_resource(self, uri: str, *, timeout: float | None = None) -> None:
         """Ask for ``notifications/resources/updated`` about ``uri`` (2025 era)."""
@@ -294,6 +334,10 @@ async def _drive(
         )
 
     return await run_input_required_driver(first, dispatch=dispatch, retry=retry)
+
+
+def _no_completions() -> types.CompleteResult:
+    return types.CompleteResult(completion=types.Completion(values=[]))
 
 
 def _tools(page: types.ListToolsResult) -> list[types.Tool]:

@@ -28,6 +28,7 @@ from mcpmux.connection._dispatch import WatchedDispatcher
 from mcpmux.connection._era import negotiate
 from mcpmux.connection._errormap import FOREIGN_ERRORS
 from mcpmux.connection._routing import build_hooks
+from mcpmux.connection._streams import StreamWatch
 from mcpmux.connection.callbacks import ClientCallbacks
 from mcpmux.connection.info import ConnectionInfo
 from mcpmux.errors import MCPMuxError, MCPTimeoutError, TransportError
@@ -119,6 +120,7 @@ class Connection(_requests.Requests):
     async def close(self) -> None:
         """End the session and close the transport (stopping a child); bounded, idempotent."""
         self._closing.set()
+        self._evidence.closing = True
         tg, self._tg = self._tg, None
         if tg is None:
             return
@@ -138,8 +140,9 @@ class Connection(_requests.Requests):
         # that died meanwhile is still there to ask. Lifted after the handshake: the session lives on.
         with anyio.CancelScope(deadline=deadline + CONNECT_GRACE_S) as opening:
             async with self._transport() as streams:
-                self._evidence.streams, opened = streams, time.perf_counter()
-                self._dispatcher = WatchedDispatcher(streams, self._evidence.record)
+                watch = StreamWatch(self.name, streams)
+                self._evidence.streams, self._evidence.watch, opened = streams, watch, time.perf_counter()
+                self._dispatcher = WatchedDispatcher(watch, self._evidence.record)
                 async with self._new_session(self._dispatcher) as session:
                     # Failures leave the contexts normally; raised inside, task groups would wrap them.
                     failure = await self._handshake(session, deadline, limit)

@@ -4,12 +4,15 @@ The framer keeps one ``bytearray`` and searches for ``\\n`` only in bytes it has
 a message costs time linear in its size. A message longer than ``max_message_bytes`` is never
 buffered whole: once the pending bytes pass the cap they are dropped, the rest of the line is skipped
 as it arrives, and one :class:`~mcpmux.errors.MessageTooLarge` item takes its place in the stream.
-Lines that are not JSON-RPC are counted and logged, never fatal.
+Only its first and last few hundred bytes are kept, to read its JSON-RPC id and kind, so the request
+it answers can fail at once. Lines that are not JSON-RPC are counted and logged, never fatal.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from types import TracebackType
 from typing import Self
 
@@ -31,6 +34,7 @@ __all__ = [
     "parse_message",
     "pump_lines",
     "pump_messages",
+    "read_envelope",
 ]
 
 logger = logging.getLogger("mcpmux.transports")
@@ -38,6 +42,8 @@ logger = logging.getLogger("mcpmux.transports")
 READ_CHUNK_BYTES = 64 * 1024
 GARBAGE_WARNINGS = 10
 GARBAGE_SNIPPET_CHARS = 120
+ENVELOPE_BYTES = 512
+"""Bytes kept from each end of an oversized message, to read its id and kind."""
 
 Item = SessionMessage | Exception
 
@@ -59,6 +65,8 @@ class LineFramer:
         self.oversized = 0
         self._buffer = bytearray()
         self._skipped: int | None = None  # bytes of the oversized line dropped so far
+        self._head = b""  # the first and last bytes of the oversized line being skipped
+        self._tail = b""
 
     def feed(self, data: bytes) -> list[Item]:
         """Consume ``data`` and return the messages (and errors) completed by it, in order."""
@@ -67,7 +75,9 @@ class LineFramer:
             end = data.find(b"\n")
             if end < 0:
                 self._skipped += len(data)
+                self._tail = (self._tail + data[-ENVELOPE_BYTES:])[-ENVELOPE_BYTES:]
                 return items
+            self._tail = (self._tail + data[max(0, end - ENVELOPE_BYTES) : end])[-ENVELOPE_BYTES:]
             items.append(self._too_large(self._skipped + end))
             data = data[end + 1 :]
         scanned = len(self._buffer)
@@ -82,6 +92,7 @@ class LineFramer:
             del self._buffer[:start]
         if len(self._buffer) > self.max_message_bytes:
             self._skipped = len(self._buffer)
+            self._head, self._tail = bytes(self._buffer[:ENVELOPE_BYTES]), bytes(self._buffer[-ENVELOPE_BYTES:])
             self._buffer = bytearray()
         return items
 
@@ -99,6 +110,8 @@ class LineFramer:
         if end > start and self._buffer[end - 1] == 0x0D:  # CRLF from a Windows peer
             end -= 1
         if end - start > self.max_message_bytes:
+            self._head = bytes(self._buffer[start : start + ENVELOPE_BYTES])
+            self._tail = bytes(self._buffer[end - ENVELOPE_BYTES : end])
             items.append(self._too_large(end - start))
             return
         line = bytes(self._buffer[start:end])
@@ -110,16 +123,64 @@ class LineFramer:
             self._garbage(line, exc)
 
     def _too_large(self, size: int) -> MessageTooLarge:
-        self._skipped = None
+        request_id, is_response = read_envelope(self._head, self._tail)
+        self._skipped, self._head, self._tail = None, b"", b""
         self.oversized += 1
         logger.warning(
-            "server %r: dropped a %d-byte message above the %d-byte cap", self.server, size, self.max_message_bytes
+            "server %r: dropped a %d-byte message above the %d-byte cap (id %r)",
+            self.server,
+            size,
+            self.max_message_bytes,
+            request_id,
         )
-        return MessageTooLarge(self.server, size, self.max_message_bytes)
+        return MessageTooLarge(
+            self.server, size, self.max_message_bytes, request_id=request_id, is_response=is_response
+        )
 
     def _garbage(self, line: bytes, exc: ValidationError) -> None:
         self.garbage_lines += 1
         log_garbage(self.server, line, exc, self.garbage_lines)
+
+
+_SCALAR = rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null'
+# One leading member of the top-level object: a scalar, or the opening of a nested value.
+_MEMBER = re.compile(rb'\s*"((?:[^"\\]|\\.)*)"\s*:\s*(' + _SCALAR + rb"|[\[{])\s*,?")
+# The id as the top-level object's last member (optionally before "jsonrpc"): TypeScript and Go order.
+_TRAILING_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
+
+
+def read_envelope(head: bytes, tail: bytes) -> tuple[int | str | None, bool | None]:
+    """The JSON-RPC ``id`` and kind of a message known only by its first and last bytes.
+
+    Returns ``(id, is_response)``: ``is_response`` is ``True`` for a result or error, ``False`` for a
+    request or notification (it has a ``method``), ``None`` when the leading members do not say.
+    Only top-level members count: the leading scalars before the first nested value, or an ``id``
+    that closes the object; an ``"id"`` inside a result is never taken for the message's.
+    """
+    members: dict[bytes, bytes] = {}
+    nested: bytes | None = None
+    position = head.find(b"{") + 1 if head.lstrip().startswith(b"{") else 0
+    while position and (match := _MEMBER.match(head, position)) is not None:
+        key, value = match.group(1), match.group(2)
+        if value in (b"{", b"["):
+            nested = key
+            break
+        members[key] = value
+        position = match.end()
+    keys = {*members, nested}
+    is_response: bool | None = None
+    if keys & {b"result", b"error"}:
+        is_response = True
+    elif b"method" in keys:
+        is_response = False
+    raw = members.get(b"id")
+    if raw is None and (match := _TRAILING_ID.search(tail.rstrip(b"\r"))) is not None:
+        raw = match.group(1)
+    try:
+        value = json.loads(raw) if raw is not None else None
+    except ValueError:  # an invalid escape in a string id
+        value = None
+    return (value if isinstance(value, int | str) else None), is_response
 
 
 def parse_message(data: bytes | str) -> SessionMessage:

@@ -88,7 +88,7 @@ async def _read_frames(name: str, ws: Connection, limit: int, sink: MemoryObject
 async def _report_close(name: str, limit: int, exc: WSConnectionClosed, sink: MemoryObjectSendStream[Item]) -> None:
     if exc.sent is not None and exc.sent.code == CLOSE_MESSAGE_TOO_BIG:
         size = getattr(exc.__cause__, "size", None)
-        item: Exception = MessageTooLarge(name, size if isinstance(size, int) else limit + 1, limit)
+        item: Exception = MessageTooLarge(name, size if isinstance(size, int) else limit + 1, limit, ends_stream=True)
     elif exc.rcvd is not None and exc.rcvd.code in (1000, 1001):
         return
     else:
