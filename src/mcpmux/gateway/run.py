@@ -139,7 +139,9 @@ async def _serve(
         await tg.start(gateway.run)
         tg.start_soon(_stop_on_signal, stop)
         if options.stdio:
-            tg.start_soon(_warn_failed, manager, announce)
+            attempted = anyio.Event()
+            gateway.starting(attempted)
+            tg.start_soon(_warn_failed, manager, announce, attempted)
         else:
             _report_failed(manager, announce)
         await _serve_faces(gateway, options, stop, announce)
@@ -152,12 +154,13 @@ def _report_failed(manager: Manager, announce: Callable[[str], None]) -> None:
             announce(f"warning: server {status.name!r} {status.state.value}: {status.reason}")
 
 
-async def _warn_failed(manager: Manager, announce: Callable[[str], None]) -> None:
+async def _warn_failed(manager: Manager, announce: Callable[[str], None], attempted: anyio.Event) -> None:
     async with anyio.create_task_group() as tg:
         for name in manager.servers:
             supervisor = manager.supervisor(name)
             if supervisor.wanted:
                 tg.start_soon(supervisor.wait_attempt)
+    attempted.set()
     _report_failed(manager, announce)
 
 

@@ -58,6 +58,7 @@ SUBPROTOCOL_TOKEN_PREFIX = "mcpmux.bearer."
 # Set in the ASGI scope of a public path's request when tokens are required and none was given.
 ANONYMOUS = "mcpmux.anonymous"
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mcpmux"'}
+_LOWERED = (b"host", b"origin")
 
 
 def _with_and_without_port(names: Sequence[str]) -> list[str]:
@@ -194,7 +195,7 @@ class SecurityMiddleware:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        scope["headers"] = [_passed_on(k, v) for k, v in scope["headers"] if k.lower() != b"authorization"]
+        scope["headers"] = _passed_on(scope["headers"])
         body = await self._read_body(headers, receive)
         if isinstance(body, PlainTextResponse):
             await body(scope, receive, send)
@@ -242,9 +243,19 @@ class SecurityMiddleware:
         return PlainTextResponse("Request body not received in time", status_code=408)
 
 
-def _passed_on(name: bytes, value: bytes) -> tuple[bytes, bytes]:
-    # Host and Origin are case-insensitive and accepted as such above; the SDK's own second check is not.
-    return (name, value.lower()) if name.lower() in (b"host", b"origin") else (name, value)
+def _passed_on(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The headers without ``Authorization``; Host and Origin lower-cased.
+
+    They were accepted case-insensitively; the SDK's own second check is not.
+    """
+    kept = []
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered in _LOWERED:
+            kept.append((name, value.lower()))
+        elif lowered != b"authorization":
+            kept.append((name, value))
+    return kept
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

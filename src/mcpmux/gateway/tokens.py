@@ -116,9 +116,9 @@ class TokenStore:
 
     def _current(self) -> dict[str, str]:
         """``{hash: name}`` of every token, re-read only when the marker file changed."""
+        self._ensure()  # opens the database first, which makes its folder
         seen = self._marker_state()
         if self._hashes is None or seen != self._seen:
-            self._ensure()
             with self.store.read() as db:
                 rows = db.execute("SELECT hash, name FROM gateway_tokens").fetchall()
             self._hashes, self._seen = {str(h): str(n) for h, n in rows}, seen
@@ -130,6 +130,8 @@ class TokenStore:
         try:
             stat = os.stat(self._marker)
         except FileNotFoundError:
+            # Made once, so that the stat of every later request succeeds (a raised error costs more).
+            self._changed()
             return None
         return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
