@@ -187,6 +187,40 @@ async def test_the_tcp_face_refuses_to_start_where_tokens_exist(tokened: tuple[S
     assert done.stderr.startswith("Error: ") and "--tcp-without-tokens" in done.stderr
 
 
+def _page_post_to(port: int) -> bytes:
+    """What a browser sends for ``fetch("http://127.0.0.1:PORT", {method: "POST", mode: "no-cors", body})``.
+
+    A text/plain POST needs no preflight; its body carries one JSON-RPC message per line.
+    """
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    body = "\n" + "\n".join(json.dumps(m) for m in (INITIALIZE, note, WRITE)) + "\n"
+    head = (
+        f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: {EVIL}\r\n"
+        f"Content-Type: text/plain;charset=UTF-8\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return (head + body).encode()
+
+
+def _exchange(port: int, payload: bytes) -> bytes:
+    """Send ``payload`` and read until the peer closes or stays silent."""
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as sock:
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+def test_a_page_posting_json_rpc_lines_to_the_tcp_face_is_cut_off(tmp_path: Path) -> None:
+    with serve(tmp_path, workspace_config(tmp_path), "--tcp", "127.0.0.1:0") as serving:
+        port = int(serving.addresses["tcp"].rpartition(":")[2])
+        assert _exchange(port, _page_post_to(port)) == b""
+        assert not (tmp_path / "ws" / "pwned.txt").exists()
+        # A client that speaks JSON-RPC from its first byte is served as before.
+        assert b'"id":1' in _exchange(port, json.dumps(INITIALIZE).encode() + b"\n")
+
+
 # -- Host and Origin compared exactly --------------------------------------------------------------
 
 FOREIGN_ORIGINS = [
