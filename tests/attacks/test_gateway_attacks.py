@@ -180,6 +180,17 @@ async def test_the_websocket_takes_the_token_as_a_header_or_as_a_subprotocol(
         assert "error" not in await rpc(ws, INITIALIZE)
 
 
+async def test_a_call_over_the_websocket_is_audited_under_its_token_name(tmp_path: Path) -> None:
+    config = workspace_config(tmp_path)
+    token = create_token(tmp_path, config, "carol")
+    with serve(tmp_path, config, "--ws", "127.0.0.1:0") as serving:
+        async with ws_client(serving.addresses["ws"], token=token) as ws:
+            assert "error" not in await hijack(ws)
+        assert serving.terminate() == 0  # audit rows are written behind the call, and all of them at exit
+    rows = json.loads(mcpmux(tmp_path, config, "audit", "--json").stdout)
+    assert [(row["name"], row["caller"]) for row in rows] == [("workspace:write_file", "token:carol")]
+
+
 async def test_the_tcp_face_refuses_to_start_where_tokens_exist(tokened: tuple[Serving, Path, str]) -> None:
     _, root, _ = tokened
     done = mcpmux(root, root / "mcpmux.json", "serve", "--tcp", "127.0.0.1:0")

@@ -27,6 +27,7 @@ from mcp.server.stdio import stdio_server
 
 from mcpmux.config.models import Config
 from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError
+from mcpmux.gateway.caller import TokenCaller
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.http import HttpOptions, serve_http
 from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopback
@@ -221,7 +222,8 @@ def websocket_admission(security: HttpSecurity) -> Admit:
     def admit(headers: Mapping[str, str]) -> Handshake:
         verdict = gate.admit(headers)
         if isinstance(verdict, Admitted):
-            return Handshake(still_valid=gate.still_valid(verdict))
+            caller = None if verdict.token_name is None else TokenCaller(verdict.token_name)
+            return Handshake(still_valid=gate.still_valid(verdict), context=caller)
         return Handshake(refuse_status=verdict.status, reason=verdict.reason)
 
     return admit

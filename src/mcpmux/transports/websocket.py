@@ -25,7 +25,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.connection import Connection
@@ -63,31 +63,35 @@ class Handshake:
         refuse_status: an HTTP status to refuse with, or ``None`` to let the client in.
         reason: the body of the refusal.
         still_valid: asked before each incoming message; ``False`` closes the connection (1008).
+        context: attached to each incoming message as the SDK's ``request_context`` (what the
+            server's handlers see as ``ctx.request``), e.g. who the token names.
     """
 
     refuse_status: int | None = None
     reason: str = ""
     still_valid: StillValid | None = None
+    context: object = None
 
 
 Admit = Callable[[Mapping[str, str]], Handshake]
+_PLAIN = Handshake()
 
 
 @asynccontextmanager
 async def websocket_streams(
-    name: str, ws: Connection, max_message_bytes: int, describe: str, still_valid: StillValid | None = None
+    name: str, ws: Connection, max_message_bytes: int, describe: str, admitted: Handshake | None = None
 ) -> AsyncIterator[TransportStreams]:
     """Message streams over an open WebSocket connection; leaving the context closes it.
 
-    ``max_message_bytes`` must be the ``max_size`` the connection was opened with; ``still_valid``
-    is asked before each incoming message is passed on.
+    ``max_message_bytes`` must be the ``max_size`` the connection was opened with; ``admitted``
+    (server side) says what to check and attach for each incoming message.
     """
     read_send, read_receive = anyio.create_memory_object_stream[Item](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     # Closing all four ends here too: a task cancelled before its first step never closes its own.
     with read_send, read_receive, write_send, write_receive:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_read_frames, name, ws, max_message_bytes, read_send, still_valid)
+            tg.start_soon(_read_frames, name, ws, max_message_bytes, read_send, admitted or _PLAIN)
             tg.start_soon(_write_frames, ws, write_receive)
             try:
                 yield TransportStreams(read=read_receive, write=write_send, describe=describe)
@@ -100,9 +104,11 @@ async def websocket_streams(
 
 
 async def _read_frames(
-    name: str, ws: Connection, limit: int, sink: MemoryObjectSendStream[Item], still_valid: StillValid | None
+    name: str, ws: Connection, limit: int, sink: MemoryObjectSendStream[Item], admitted: Handshake
 ) -> None:
     garbage = 0
+    still_valid = admitted.still_valid
+    metadata = None if admitted.context is None else ServerMessageMetadata(request_context=admitted.context)
     async with sink:
         try:
             async for frame in ws:
@@ -111,7 +117,10 @@ async def _read_frames(
                     await ws.close(CLOSE_POLICY_VIOLATION, "credentials revoked")
                     return
                 try:
-                    await sink.send(parse_message(frame))
+                    message = parse_message(frame)
+                    if metadata is not None:
+                        message = SessionMessage(message.message, metadata=metadata)
+                    await sink.send(message)
                 except ValidationError as exc:
                     garbage += 1
                     log_garbage(name, frame, exc, garbage)
@@ -214,7 +223,7 @@ async def serve_websocket(
         OSError: the address cannot be bound (in use, not local).
     """
     lowlevel = lowlevel_server_of(server)
-    checks: weakref.WeakKeyDictionary[ServerConnection, StillValid | None] = weakref.WeakKeyDictionary()
+    admitted: weakref.WeakKeyDictionary[ServerConnection, Handshake] = weakref.WeakKeyDictionary()
 
     def process_request(connection: ServerConnection, request: Request) -> Response | None:
         if admit is None:
@@ -222,13 +231,12 @@ async def serve_websocket(
         verdict = admit(_joined(request.headers))
         if verdict.refuse_status is not None:
             return connection.respond(verdict.refuse_status, verdict.reason + "\n")
-        checks[connection] = verdict.still_valid
+        admitted[connection] = verdict
         return None
 
     async def serve_one(ws: ServerConnection) -> None:
         describe = f"websocket peer {ws.remote_address}"
-        still_valid = checks.pop(ws, None)
-        async with websocket_streams(lowlevel.name, ws, max_message_bytes, describe, still_valid) as streams:
+        async with websocket_streams(lowlevel.name, ws, max_message_bytes, describe, admitted.pop(ws, None)) as streams:
             try:
                 await lowlevel.run(streams.read, streams.write, lowlevel.create_initialization_options())
             except Exception:
