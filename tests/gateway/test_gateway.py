@@ -130,6 +130,33 @@ async def test_capabilities_are_worked_out_again_for_each_client_as_upstreams_ar
                 assert completed.completion.values == ["a-x-1", "a-x-2"]
 
 
+async def test_while_upstreams_start_every_capability_is_offered_and_lists_wait_only_for_the_grace() -> None:
+    with anyio.fail_after(15):
+        async with gateway_over({"web": echo_server("web", "search")}) as gateway:
+            attempted = anyio.Event()
+            gateway.starting(attempted, grace_s=0.01)
+            async with Client(gateway.server, mode="legacy") as early:
+                caps = early.session.initialize_result.capabilities  # type: ignore[union-attr]
+                assert caps.completions is not None and caps.logging is not None  # web has neither, but it might
+                assert [t.name for t in (await early.list_tools()).tools] == ["web__search"]  # after the grace
+            attempted = anyio.Event()
+            gateway.starting(attempted, grace_s=60)
+            async with Client(gateway.server, mode="legacy") as client, anyio.create_task_group() as tg:
+                listed: list[str] = []
+
+                async def list_tools() -> None:
+                    listed.extend(t.name for t in (await client.list_tools()).tools)
+
+                tg.start_soon(list_tools)
+                await anyio.wait_all_tasks_blocked()
+                assert listed == []  # waiting for the first attempts, not for the 60 s
+                attempted.set()
+            assert listed == ["web__search"]
+            async with Client(gateway.server, mode="legacy") as late:
+                caps = late.session.initialize_result.capabilities  # type: ignore[union-attr]
+                assert caps.completions is None and caps.logging is None
+
+
 async def test_list_changed_from_an_upstream_reaches_the_downstream_client() -> None:
     changed = anyio.Event()
 

@@ -11,7 +11,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from mcpmux.errors import ConfigError
 from mcpmux.gateway.run import http_security
-from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
+from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, Refusal, SecurityMiddleware
 from mcpmux.gateway.slowloris import _HeadWithBody
 from mcpmux.gateway.tokens import TokenStore, hash_token
 from mcpmux.policy import StateStore
@@ -102,11 +102,55 @@ def test_tokens_are_stored_hashed_listed_by_name_and_revocable(tokens: TokenStor
 def test_off_loopback_needs_a_token_and_on_loopback_tokens_apply_once_they_exist(tokens: TokenStore) -> None:
     with pytest.raises(ConfigError, match="without auth"):
         http_security("0.0.0.0", tokens)
-    assert http_security("127.0.0.1", tokens).tokens is None
+    local = Gatekeeper(http_security("127.0.0.1", tokens))
+    assert not local.tokens_required()
     tokens.create("ops")
-    assert http_security("127.0.0.1", tokens).tokens is tokens
+    assert local.tokens_required()
     public = http_security("10.1.2.3", tokens)
-    assert public.tokens is tokens and "10.1.2.3:*" in public.allowed_hosts
+    assert public.require_token and "10.1.2.3:*" in public.allowed_hosts
+    assert Gatekeeper(http_security("fd00::1", tokens)).check_address("[fd00::1]:8", None) is None
+
+
+def test_a_token_made_or_revoked_through_another_store_counts_at_the_next_check(tmp_path: Path) -> None:
+    # Two stores on one file stand for ``mcpmux token create`` in another process.
+    with StateStore(tmp_path / "state.db") as serving, StateStore(tmp_path / "state.db") as cli:
+        gate = Gatekeeper(HttpSecurity(tokens=TokenStore(serving)))
+        assert not gate.tokens_required()
+        secret = TokenStore(cli).create("late")
+        assert gate.tokens_required() and gate.identify(secret) == "late"
+        TokenStore(cli).revoke("late")
+        assert gate.identify(secret) is None and not gate.tokens_required()
+
+
+def test_the_websocket_face_off_loopback_follows_the_http_rule_and_names_its_option(tokens: TokenStore) -> None:
+    with pytest.raises(ConfigError, match="--ws"):
+        http_security("0.0.0.0", tokens, option="--ws")
+    tokens.create("ops")
+    assert http_security("0.0.0.0", tokens, option="--ws").require_token
+
+
+def test_a_websocket_handshake_is_checked_origin_first_then_host_then_token(tokens: TokenStore) -> None:
+    secret = tokens.create("ci")
+    gate = Gatekeeper(HttpSecurity(tokens=tokens))
+    evil = {"host": "evil.example", "origin": "https://evil.example", "authorization": f"Bearer {secret}"}
+    assert gate.admit(evil) == Refusal(403, "Invalid Origin header")
+    assert gate.admit({**evil, "origin": "http://localhost:3000"}) == Refusal(421, "Invalid Host header")
+    local = {"host": "127.0.0.1:9"}
+    assert gate.admit(local) == Refusal(401, "A valid bearer token is required")
+    assert gate.admit({**local, "sec-websocket-protocol": f"mcp, mcpmux.bearer.{secret}"}) == Admitted("ci", secret)
+    admitted = gate.admit({**local, "authorization": f"bearer {secret}"})
+    assert isinstance(admitted, Admitted)
+    still_valid = gate.still_valid(admitted)
+    assert still_valid is not None and still_valid()
+    tokens.revoke("ci")
+    assert not still_valid()
+
+
+def test_malformed_allow_rules_are_a_config_error(tokens: TokenStore) -> None:
+    with pytest.raises(ConfigError, match="allow-host"):
+        http_security("127.0.0.1", tokens, allow_hosts=["user@host"])
+    with pytest.raises(ConfigError, match="allow-origin"):
+        http_security("127.0.0.1", tokens, allow_origins=["https://example.com/path"])
 
 
 class _Transport:

@@ -33,8 +33,9 @@ def _address(option: str, value: str) -> tuple[str, int]:
 @click.option(
     "--json-response", is_flag=True, help="With --http: plain JSON answers (faster; no progress or relayed requests)."
 )
-@click.option("--tcp", "tcp_addr", metavar="HOST:PORT", help="Newline-delimited JSON-RPC over TCP.")
-@click.option("--ws", "ws_addr", metavar="HOST:PORT", help="WebSocket (subprotocol mcp).")
+@click.option("--tcp", "tcp_addr", metavar="HOST:PORT", help="Newline-delimited JSON-RPC over TCP (loopback only).")
+@click.option("--tcp-without-tokens", is_flag=True, help="Serve --tcp even though tokens exist (it cannot check them).")
+@click.option("--ws", "ws_addr", metavar="HOST:PORT", help="WebSocket (subprotocol mcp; same rules as --http).")
 @click.option(
     "--separator", default="__", show_default=True, callback=lambda _c, _p, v: _separator(v),
     help="Joins server and tool in the names served ([A-Za-z0-9_.-]).",
@@ -53,6 +54,7 @@ def serve_cmd(
     sse: bool,
     json_response: bool,
     tcp_addr: str | None,
+    tcp_without_tokens: bool,
     ws_addr: str | None,
     separator: str,
     auth: bool,
@@ -65,12 +67,16 @@ def serve_cmd(
     """Serve every configured server's tools, resources and prompts as one MCP server.
 
     HTTP binds 127.0.0.1 unless told otherwise and refuses any other address unless tokens exist
-    (mcpmux token create NAME). Stops on SIGTERM or SIGINT: calls in flight get --drain-timeout
-    seconds, then the upstream servers stop.
+    (mcpmux token create NAME). Once a token exists every HTTP request and WebSocket handshake
+    needs one (created or revoked while serving: effective at once). WebSocket clients send it as
+    'Authorization: Bearer TOKEN', or from a browser as the subprotocol 'mcpmux.bearer.TOKEN'
+    beside 'mcp'. Stops on SIGTERM or SIGINT: calls in flight get --drain-timeout seconds, then
+    the upstream servers stop.
     """
     from mcpmux.gateway.http import HttpOptions
     from mcpmux.gateway.run import ServeOptions, http_security, serve
     from mcpmux.gateway.runtime import loop_options, quiet_sdk_tracing
+    from mcpmux.gateway.security import HttpSecurity
     from mcpmux.gateway.tokens import TokenStore
     from mcpmux.policy import StateStore
 
@@ -79,27 +85,34 @@ def serve_cmd(
     config = load_config(state().config_path)
     redact_logs(config.secret_values)
     store = StateStore()
-    http = None
+    tokens = TokenStore(store)
+
+    def rules(option: str, host: str) -> HttpSecurity:
+        return http_security(
+            host, tokens, require_auth=auth, allow_hosts=allow_host, allow_origins=allow_origin,
+            max_body_bytes=max_body, option=option,
+        )  # fmt: skip
+
+    http: HttpOptions | None = None
+    ws: tuple[str, int] | None = None
     if http_addr is not None:
         host, port = _address("--http", http_addr)
-        rules = http_security(
-            host, TokenStore(store), require_auth=auth, allow_hosts=allow_host, allow_origins=allow_origin,
-            max_body_bytes=max_body,
-        )  # fmt: skip
         http = HttpOptions(
-            host=host, port=port, security=rules, sse=sse, json_response=json_response, header_timeout_s=header_timeout
-        )
+            host=host, port=port, security=rules("--http", host), sse=sse, json_response=json_response,
+            header_timeout_s=header_timeout,
+        )  # fmt: skip
+    if ws_addr is not None:
+        ws = _address("--ws", ws_addr)
+    tcp = _tcp(tcp_addr, tcp_without_tokens or not (auth or tokens.any()))
     options = ServeOptions(
         stdio=stdio or not (http_addr or tcp_addr or ws_addr),
         http=http,
-        tcp=_address("--tcp", tcp_addr) if tcp_addr else None,
-        ws=_address("--ws", ws_addr) if ws_addr else None,
+        tcp=tcp,
+        ws=ws,
+        ws_security=rules("--ws", ws[0]) if ws is not None else None,
         separator=separator,
         drain_timeout_s=drain_timeout,
     )
-    for name, addr in (("--tcp", options.tcp), ("--ws", options.ws)):
-        if addr is not None and not _loopback(addr[0]):
-            raise ConfigError(ConfigProblem("<cli>", name, "tcp and websocket have no auth: bind a loopback address"))
     quiet_sdk_tracing()
     try:
         anyio.run(lambda: serve(config, options, store=store), backend_options=loop_options())
@@ -107,10 +120,20 @@ def serve_cmd(
         store.close()
 
 
-def _loopback(host: str) -> bool:
+def _tcp(value: str | None, without_tokens: bool) -> tuple[str, int] | None:
     from mcpmux.gateway.security import is_loopback
 
-    return is_loopback(host)
+    if value is None:
+        return None
+    address = _address("--tcp", value)
+    if not is_loopback(address[0]):
+        raise ConfigError(ConfigProblem("<cli>", "--tcp", "the tcp face has no auth: bind a loopback address"))
+    if not without_tokens:
+        problem = "tokens exist (or --auth), but the tcp face cannot check them: any local process could use it"
+        error = ConfigError(ConfigProblem("<cli>", "--tcp", problem))
+        error.hint = "serve --ws or --http instead, or pass --tcp-without-tokens to accept that"
+        raise error
+    return address
 
 
 @click.group("token")
@@ -129,6 +152,11 @@ def token_create(name: str) -> None:
     with StateStore() as store:
         secret = TokenStore(store).create(name)
     emit({"name": name, "token": secret}, lambda: click.echo(secret))
+    click.echo(
+        f"token {name!r}: shown only this once; a running 'mcpmux serve' accepts it from its next request "
+        "(and from now on requires a token from every HTTP and WebSocket client)",
+        err=True,
+    )
 
 
 @token.command("list")
@@ -148,7 +176,7 @@ def token_list() -> None:
 @click.argument("name")
 @json_option
 def token_revoke(name: str) -> None:
-    """Revoke the token called NAME."""
+    """Revoke the token called NAME (a running 'mcpmux serve' refuses it from its next request)."""
     from mcpmux.gateway.tokens import TokenStore
     from mcpmux.policy import StateStore
 

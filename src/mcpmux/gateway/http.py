@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpmux.gateway.metrics import CONTENT_TYPE
 from mcpmux.gateway.responses import DeferredTransport
-from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
+from mcpmux.gateway.security import ANONYMOUS, HttpSecurity, SecurityMiddleware
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.slowloris import DEFAULT_HEADER_TIMEOUT_S, protocol_with_deadline
 
@@ -137,9 +137,13 @@ class _Shortcut:
 
 def _healthz(gateway: Gateway) -> Any:
     async def healthz(request: Request) -> Response:
-        states = {s.name: s.state.value for s in gateway.manager.status()}
         ok = not gateway.draining
-        return JSONResponse({"ok": ok, "servers": states}, status_code=200 if ok else 503)
+        status = 200 if ok else 503
+        if request.scope.get(ANONYMOUS):
+            # Tokens are required and none was given: say whether we are up, not what runs here.
+            return PlainTextResponse("ok" if ok else "draining", status_code=status)
+        states = {s.name: s.state.value for s in gateway.manager.status()}
+        return JSONResponse({"ok": ok, "servers": states}, status_code=status)
 
     return healthz
 

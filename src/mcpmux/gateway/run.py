@@ -1,5 +1,10 @@
 """``mcpmux serve`` as a library call: the manager, the guard, the gateway and its listeners.
 
+With a stdio face the gateway answers ``initialize`` at once, before the upstreams connect (a
+client such as the MCP Inspector gives up after 15 s): it lists what is ready and sends
+``list_changed`` as the others arrive. The network faces start once every upstream connected or
+failed once. A listener that cannot bind is a :class:`~mcpmux.errors.ConfigError` naming its option.
+
 Shutdown (SIGTERM, SIGINT, or the end of stdin in ``--stdio`` mode): new calls are refused,
 calls in flight get ``drain_timeout_s`` to finish, the listeners close, and only then does the
 manager stop the upstream servers. Only configured servers are ever started: nothing a network
@@ -8,28 +13,31 @@ client sends can make the gateway spawn a process.
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 import anyio.abc
 from mcp.server.stdio import stdio_server
 
 from mcpmux.config.models import Config
-from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError
+from mcpmux.gateway.caller import TokenCaller
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.http import HttpOptions, serve_http
-from mcpmux.gateway.security import HttpSecurity, is_loopback
+from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopback
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.manager import Manager
 from mcpmux.naming import DEFAULT_SEPARATOR
 from mcpmux.policy import Guard, StateStore
 from mcpmux.transports.tcp import serve_tcp
-from mcpmux.transports.websocket import serve_websocket
+from mcpmux.transports.websocket import Admit, Handshake, serve_websocket
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "ServeOptions", "http_security", "serve"]
 
@@ -41,12 +49,17 @@ NO_AUTH_HINT = "create a token first: mcpmux token create NAME (clients send it 
 
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
-    """Which faces to serve and how to stop."""
+    """Which faces to serve and how to stop.
+
+    ``ws_security`` holds the Host, Origin and token rules of the WebSocket handshake (by
+    default loopback hosts and origins, no tokens).
+    """
 
     stdio: bool = False
     http: HttpOptions | None = None
     tcp: tuple[str, int] | None = None
     ws: tuple[str, int] | None = None
+    ws_security: HttpSecurity | None = None
     separator: str = DEFAULT_SEPARATOR
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
 
@@ -59,27 +72,35 @@ def http_security(
     allow_hosts: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
     max_body_bytes: int | None = None,
+    option: str = "--http",
 ) -> HttpSecurity:
-    """The HTTP rules for binding ``host``: tokens are required off loopback, or when any exist.
+    """The HTTP (and WebSocket) rules for binding ``host``.
+
+    Tokens are required off loopback, with ``require_auth``, and whenever any exists (checked at
+    each request, so ``mcpmux token create`` on a running gateway takes effect at once).
 
     Raises:
-        ConfigError: a non-loopback bind without any token to require.
+        ConfigError: a non-loopback bind, or ``require_auth``, without any token to require.
     """
-    existing = tokens.list()
+    existing = tokens.any()
     if not is_loopback(host) and not existing:
-        raise ConfigError(
-            ConfigProblem("<cli>", "--http", f"refusing to listen on {host} without auth: {NO_AUTH_HINT}")
-        )
+        raise ConfigError(ConfigProblem("<cli>", option, f"refusing to listen on {host} without auth: {NO_AUTH_HINT}"))
     if require_auth and not existing:
         raise ConfigError(ConfigProblem("<cli>", "--auth", f"no token exists: {NO_AUTH_HINT}"))
     defaults = HttpSecurity()
-    hosts = [*defaults.allowed_hosts, *([] if is_loopback(host) else [f"{host}:*"]), *allow_hosts]
-    return HttpSecurity(
+    hosts = [*defaults.allowed_hosts, *([] if is_loopback(host) else [f"{_host(host)}:*"]), *allow_hosts]
+    security = HttpSecurity(
         allowed_hosts=hosts,
         allowed_origins=[*defaults.allowed_origins, *allow_origins],
-        tokens=tokens if (existing or require_auth or not is_loopback(host)) else None,
+        tokens=tokens,
+        require_token=require_auth or not is_loopback(host),
         max_body_bytes=max_body_bytes or defaults.max_body_bytes,
     )
+    try:
+        Gatekeeper(security)
+    except ValueError as exc:
+        raise ConfigError(ConfigProblem("<cli>", "--allow-host/--allow-origin", str(exc))) from exc
+    return security
 
 
 def _announce(line: str) -> None:
@@ -94,21 +115,69 @@ async def serve(
     store: StateStore | None = None,
     announce: Callable[[str], None] = _announce,
 ) -> None:
-    """Serve every configured server as one MCP server until a signal (or stdin's end)."""
+    """Serve every configured server as one MCP server until a signal (or stdin's end).
+
+    Raises:
+        ConfigError: a listener cannot bind its address (in use, not local).
+    """
+    try:
+        await _serve(config, options, store, announce)
+    except BaseExceptionGroup as group:
+        raise _sole_error(group) from None
+    announce("stopped")
+
+
+async def _serve(
+    config: Config, options: ServeOptions, store: StateStore | None, announce: Callable[[str], None]
+) -> None:
     downstream = Downstream()
-    async with Manager(config, callbacks=downstream.client_callbacks()) as manager:
-        for status in manager.status():
-            if status.state.value in ("failed", "needs-auth"):
-                announce(f"warning: server {status.name!r} {status.state.value}: {status.reason}")
+    manager = Manager(config, callbacks=downstream.client_callbacks(), wait=not options.stdio)
+    async with manager, anyio.create_task_group() as tg:
         guard = Guard(manager, face="gateway", store=store, approver=downstream.relay.approve)
         gateway = Gateway(guard, downstream=downstream, separator=options.separator)
         stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(gateway.run)
-            tg.start_soon(_stop_on_signal, stop)
-            await _serve_faces(gateway, options, stop, announce)
-            tg.cancel_scope.cancel()
-    announce("stopped")
+        # Subscribed before the first attempts end, so no upstream arriving later goes unannounced.
+        await tg.start(gateway.run)
+        tg.start_soon(_stop_on_signal, stop)
+        if options.stdio:
+            attempted = anyio.Event()
+            gateway.starting(attempted)
+            tg.start_soon(_warn_failed, manager, announce, attempted)
+        else:
+            _report_failed(manager, announce)
+        await _serve_faces(gateway, options, stop, announce)
+        tg.cancel_scope.cancel()
+
+
+def _report_failed(manager: Manager, announce: Callable[[str], None]) -> None:
+    for status in manager.status():
+        if status.state.value in ("failed", "needs-auth"):
+            announce(f"warning: server {status.name!r} {status.state.value}: {status.reason}")
+
+
+async def _warn_failed(manager: Manager, announce: Callable[[str], None], attempted: anyio.Event) -> None:
+    async with anyio.create_task_group() as tg:
+        for name in manager.servers:
+            supervisor = manager.supervisor(name)
+            if supervisor.wanted:
+                tg.start_soon(supervisor.wait_attempt)
+    attempted.set()
+    _report_failed(manager, announce)
+
+
+def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one mcpmux error behind nested task groups, so the CLI prints one line; else the group."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, BaseExceptionGroup):
+            pending.extend(item.exceptions)
+        else:
+            leaves.append(item)
+    if len(leaves) == 1 and isinstance(leaves[0], MCPMuxError):
+        return leaves[0]
+    return group
 
 
 async def _serve_faces(
@@ -117,7 +186,8 @@ async def _serve_faces(
     http_stop = anyio.Event()
     async with anyio.create_task_group() as http_tg:
         if options.http is not None:
-            port = await http_tg.start(serve_http, gateway, options.http, http_stop)
+            where = options.http.host, options.http.port
+            port = await _listen("--http", where, http_tg.start(serve_http, gateway, options.http, http_stop))
             announce(f"serving http://{_host(options.http.host)}:{port}/mcp")
         async with anyio.create_task_group() as streams:
             await _start_stream_faces(streams, gateway, options, stop, announce)
@@ -133,14 +203,42 @@ async def _start_stream_faces(
     tg: anyio.abc.TaskGroup, gateway: Gateway, options: ServeOptions, stop: anyio.Event, announce: Callable[[str], None]
 ) -> None:
     if options.tcp is not None:
-        port = await tg.start(serve_tcp, gateway.server, *options.tcp)
+        port = await _listen("--tcp", options.tcp, tg.start(serve_tcp, gateway.server, *options.tcp))
         announce(f"serving tcp://{_host(options.tcp[0])}:{port}")
     if options.ws is not None:
-        port = await tg.start(serve_websocket, gateway.server, *options.ws)
+        admit = websocket_admission(options.ws_security or HttpSecurity())
+        started = tg.start(partial(serve_websocket, gateway.server, *options.ws, admit=admit))
+        port = await _listen("--ws", options.ws, started)
         announce(f"serving ws://{_host(options.ws[0])}:{port}")
     if options.stdio:
         tg.start_soon(_serve_stdio, gateway, stop)
         announce("serving stdio")
+
+
+def websocket_admission(security: HttpSecurity) -> Admit:
+    """The WebSocket handshake check: the HTTP face's Origin, Host and token rules."""
+    gate = Gatekeeper(security)
+
+    def admit(headers: Mapping[str, str]) -> Handshake:
+        verdict = gate.admit(headers)
+        if isinstance(verdict, Admitted):
+            caller = None if verdict.token_name is None else TokenCaller(verdict.token_name)
+            return Handshake(still_valid=gate.still_valid(verdict), context=caller)
+        return Handshake(refuse_status=verdict.status, reason=verdict.reason)
+
+    return admit
+
+
+async def _listen(option: str, where: tuple[str, int], started: Awaitable[int]) -> int:
+    """The port ``started`` reports, or a :class:`ConfigError` for ``option`` if it cannot bind."""
+    try:
+        return await started
+    except OSError as exc:
+        address = f"{_host(where[0])}:{where[1]}"
+        reason = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        error = ConfigError(ConfigProblem("<cli>", option, f"cannot listen on {address}: {reason}"))
+        error.hint = f"choose another port ({_host(where[0])}:0 takes a free one) or stop what listens on {address}"
+        raise error from exc
 
 
 async def _serve_stdio(gateway: Gateway, stop: anyio.Event) -> None:

@@ -1,13 +1,18 @@
-"""HTTP security of the gateway: Host and Origin, bearer tokens, body size and body deadline.
+"""Security of the gateway's network faces: Host and Origin, bearer tokens, body size and body deadline.
 
 One ASGI middleware in front of everything (``/mcp``, ``/sse``, ``/healthz``, ``/metrics``), so a
 refused request never reaches the SDK and never creates a session:
 
-- ``Host`` not in the allowed list: 421 (DNS rebinding); ``Origin`` present and not allowed: 403;
-- tokens required and ``Authorization: Bearer`` missing or unknown: 401 (``/healthz`` excepted);
-  the header is then removed from the request, so nothing downstream of here can forward it;
+- ``Host`` not in the allowed list: 421 (DNS rebinding); ``Origin`` present and not allowed: 403
+  (both compared exactly, see :mod:`mcpmux.gateway.origins`);
+- tokens required and ``Authorization: Bearer`` missing or unknown: 401; ``/healthz`` answers
+  such a request with ``ok`` only. The header is then removed from the request, so nothing
+  downstream of here can forward it;
 - a body above the cap, declared or chunked: 413; a body not fully received in time: 408.
 
+Tokens are required when the rules say so (``--auth``, a bind off loopback) or as soon as any
+token exists, checked at each request: a token created or revoked while the gateway runs counts
+at once. The WebSocket face applies the same rules to its handshake (:meth:`Gatekeeper.admit`).
 The header deadline (a client trickling its request line and headers) is enforced one level
 lower, in :mod:`mcpmux.gateway.slowloris`.
 """
@@ -15,7 +20,7 @@ lower, in :mod:`mcpmux.gateway.slowloris`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -25,13 +30,19 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcpmux.gateway.origins import AddressRules
 from mcpmux.gateway.tokens import TokenStore
 
 __all__ = [
+    "ANONYMOUS",
     "DEFAULT_BODY_TIMEOUT_S",
     "DEFAULT_MAX_BODY_BYTES",
     "LOOPBACK_HOSTS",
+    "SUBPROTOCOL_TOKEN_PREFIX",
+    "Admitted",
+    "Gatekeeper",
     "HttpSecurity",
+    "Refusal",
     "SecurityMiddleware",
     "is_loopback",
 ]
@@ -41,10 +52,16 @@ DEFAULT_BODY_TIMEOUT_S = 10.0
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PUBLIC_PATHS = frozenset({"/healthz"})
+# Browsers cannot set headers on a WebSocket handshake; they can offer subprotocols. The server
+# selects ``mcp``, so the token is never echoed back.
+SUBPROTOCOL_TOKEN_PREFIX = "mcpmux.bearer."
+# Set in the ASGI scope of a public path's request when tokens are required and none was given.
+ANONYMOUS = "mcpmux.anonymous"
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mcpmux"'}
+_LOWERED = (b"host", b"origin")
 
 
 def _with_and_without_port(names: Sequence[str]) -> list[str]:
-    # Listed both ways because the SDK's own check (our second line) matches "name:*" only with a port.
     return [form for name in names for form in (name, f"{name}:*")]
 
 
@@ -55,12 +72,15 @@ def is_loopback(host: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class HttpSecurity:
-    """What the middleware enforces.
+    """What the middleware (and the WebSocket handshake) enforces.
 
     Attributes:
-        allowed_hosts: ``Host`` values accepted; ``name:*`` accepts any port.
-        allowed_origins: ``Origin`` values accepted (requests without ``Origin`` pass).
-        tokens: the token store when tokens are required, else ``None``.
+        allowed_hosts: ``Host`` values accepted (``host``, ``host:port``, ``host:*`` for any port).
+        allowed_origins: ``Origin`` values accepted (``scheme://host[:port|:*]``); requests
+            without ``Origin`` (non-browser clients) pass.
+        tokens: the token store; tokens are required once it holds any, or always with
+            ``require_token``. ``None``: no tokens at all.
+        require_token: require a token even while the store is empty (``--auth``, off loopback).
         max_body_bytes: the largest request body.
         body_timeout_s: how long a client may take to send its body.
     """
@@ -70,12 +90,93 @@ class HttpSecurity:
         default_factory=lambda: _with_and_without_port([f"http://{name}" for name in LOOPBACK_NAMES])
     )
     tokens: TokenStore | None = None
+    require_token: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
 
 
-def _matches(value: str, allowed: Sequence[str]) -> bool:
-    return any(value == a or (a.endswith(":*") and value.startswith(a[:-1])) for a in allowed)
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a request or handshake is refused: an HTTP status and a one-line reason."""
+
+    status: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A request let in; ``token_name`` is ``None`` when no token was required or given."""
+
+    token_name: str | None = None
+    token: str | None = None
+
+
+class Gatekeeper:
+    """The checks of :class:`HttpSecurity`, compiled once, for any face that sees HTTP headers.
+
+    Raises:
+        ValueError: an allowed host or origin is malformed.
+    """
+
+    def __init__(self, security: HttpSecurity) -> None:
+        self.security = security
+        self._hosts = AddressRules(security.allowed_hosts, origin=False)
+        self._origins = AddressRules(security.allowed_origins, origin=True)
+
+    def check_address(self, host: str, origin: str | None) -> Refusal | None:
+        """Refuse a foreign ``Origin`` (403) or ``Host`` (421)."""
+        if origin is not None and not self._origins.allows(origin):
+            return Refusal(403, "Invalid Origin header")
+        if not self._hosts.allows(host):
+            return Refusal(421, "Invalid Host header")
+        return None
+
+    def tokens_required(self) -> bool:
+        """Whether a request must carry a valid token now."""
+        tokens = self.security.tokens
+        return self.security.require_token or (tokens is not None and tokens.any())
+
+    def identify(self, token: str) -> str | None:
+        """The name of ``token`` if it is valid now, else ``None``."""
+        tokens = self.security.tokens
+        return tokens.verify(token) if tokens is not None and token else None
+
+    def admit(self, headers: Mapping[str, str]) -> Refusal | Admitted:
+        """Check a WebSocket handshake (lower-case header names): Origin, Host, then the token.
+
+        The token comes as ``Authorization: Bearer TOKEN`` or, from a browser, as an offered
+        subprotocol ``mcpmux.bearer.TOKEN`` beside ``mcp``.
+        """
+        refusal = self.check_address(headers.get("host", ""), headers.get("origin"))
+        if refusal is not None:
+            return refusal
+        token = _bearer(headers.get("authorization", "")) or _subprotocol_token(
+            headers.get("sec-websocket-protocol", "")
+        )
+        name = self.identify(token) if token else None
+        if name is None and self.tokens_required():
+            return Refusal(401, "A valid bearer token is required")
+        return Admitted(name, token if name is not None else None)
+
+    def still_valid(self, admitted: Admitted) -> Callable[[], bool] | None:
+        """For a long-lived connection: whether it may go on (its token not revoked meanwhile)."""
+        if admitted.token is None:
+            return None
+        token = admitted.token
+        return lambda: self.identify(token) is not None
+
+
+def _bearer(value: str) -> str:
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _subprotocol_token(value: str) -> str:
+    for offered in value.split(","):
+        offered = offered.strip()
+        if offered.startswith(SUBPROTOCOL_TOKEN_PREFIX):
+            return offered.removeprefix(SUBPROTOCOL_TOKEN_PREFIX)
+    return ""
 
 
 class SecurityMiddleware:
@@ -83,6 +184,7 @@ class SecurityMiddleware:
 
     def __init__(self, app: ASGIApp, security: HttpSecurity) -> None:
         self.app, self.security = app, security
+        self.gate = Gatekeeper(security)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -93,7 +195,7 @@ class SecurityMiddleware:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        scope["headers"] = [(k, v) for k, v in scope["headers"] if k.lower() != b"authorization"]
+        scope["headers"] = _passed_on(scope["headers"])
         body = await self._read_body(headers, receive)
         if isinstance(body, PlainTextResponse):
             await body(scope, receive, send)
@@ -101,22 +203,20 @@ class SecurityMiddleware:
         await self.app(scope, _replay(body, receive), send)
 
     def _refusal(self, scope: Scope, headers: Headers) -> PlainTextResponse | None:
-        if not _matches(headers.get("host", ""), self.security.allowed_hosts):
-            return PlainTextResponse("Invalid Host header", status_code=421)
-        origin = headers.get("origin")
-        if origin is not None and not _matches(origin, self.security.allowed_origins):
-            return PlainTextResponse("Invalid Origin header", status_code=403)
-        if self.security.tokens is not None and scope["path"] not in PUBLIC_PATHS:
+        refusal = self.gate.check_address(headers.get("host", ""), headers.get("origin"))
+        if refusal is not None:
+            return PlainTextResponse(refusal.reason, status_code=refusal.status)
+        if self.gate.tokens_required():
             return self._authenticate(scope, headers)
         return None
 
     def _authenticate(self, scope: Scope, headers: Headers) -> PlainTextResponse | None:
-        assert self.security.tokens is not None
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        name = self.security.tokens.verify(token.strip()) if scheme.lower() == "bearer" and token else None
+        name = self.gate.identify(_bearer(headers.get("authorization", "")))
         if name is None:
-            challenge = {"WWW-Authenticate": 'Bearer realm="mcpmux"'}
-            return PlainTextResponse("A valid bearer token is required", status_code=401, headers=challenge)
+            if scope["path"] in PUBLIC_PATHS:
+                scope[ANONYMOUS] = True
+                return None
+            return PlainTextResponse("A valid bearer token is required", status_code=401, headers=CHALLENGE)
         # The SDK binds each Streamable HTTP session to the client_id of the user that opened it.
         access = AccessToken(token=f"sha256:{name}", client_id=name, scopes=[])
         scope["user"] = AuthenticatedUser(access)
@@ -141,6 +241,21 @@ class SecurityMiddleware:
                     return messages
         assert deadline.cancelled_caught
         return PlainTextResponse("Request body not received in time", status_code=408)
+
+
+def _passed_on(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The headers without ``Authorization``; Host and Origin lower-cased.
+
+    They were accepted case-insensitively; the SDK's own second check is not.
+    """
+    kept = []
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered in _LOWERED:
+            kept.append((name, value.lower()))
+        elif lowered != b"authorization":
+            kept.append((name, value))
+    return kept
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

@@ -9,6 +9,11 @@
             await tg.start(gateway.run)             # follows upstream list changes
             await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
+A gateway may be served before its upstreams have connected (``mcpmux serve`` over stdio answers
+``initialize`` at once): then lists and calls wait up to ``grace_s`` for the upstreams' first
+attempts (:meth:`Gateway.starting`), so a client that lists right after ``initialize`` sees what
+connects quickly, and ``list_changed`` announces the rest.
+
 Every request goes through the guard (policy, approval, audit with the caller's identity);
 ``Gateway.run`` must be running while clients are served, or the lists go stale, and it owns the
 calls of stateless-era clients that wait between rounds for an answer (:mod:`.stateless`).
@@ -56,6 +61,9 @@ logger = logging.getLogger(__name__)
 
 RESOURCE_NOT_FOUND = -32002
 UNWATCH_QUEUE = 256
+# How long a list or call waits for upstreams still on their first attempt: well under the 10 s a
+# client such as the MCP Inspector gives a request, long enough for a typical npx or uvx server.
+STARTUP_GRACE_S = 5.0
 # A client with either capability can be asked a question; the others never are.
 _ANSWERING = (
     types.ClientCapabilities(sampling=types.SamplingCapability()),
@@ -98,6 +106,8 @@ class Gateway:
         self._unwatch_queue: MemoryObjectSendStream[tuple[str, str]] | None = None
         self._parked = ParkedCalls()
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._starting: anyio.Event | None = None
+        self._grace_until = 0.0
         self.server = self._build_server(name)
 
     # -- the surface ----------------------------------------------------------------------------
@@ -111,6 +121,22 @@ class Gateway:
 
     def _downstream_uri(self, server: str, uri: str) -> str:
         return self.surface.downstream_uri(server, uri)
+
+    def starting(self, attempted: anyio.Event, grace_s: float = STARTUP_GRACE_S) -> None:
+        """Serve before the upstreams connected: lists and calls wait up to ``grace_s`` (from now) for ``attempted``.
+
+        ``attempted`` is set once every upstream that should start has connected or failed once.
+        """
+        self._starting, self._grace_until = attempted, anyio.current_time() + grace_s
+
+    async def _settled(self) -> None:
+        """Wait (bounded by the grace) for the upstreams' first attempts, then never again."""
+        starting = self._starting
+        if starting is None:
+            return
+        with anyio.move_on_after(self._grace_until - anyio.current_time()):
+            await starting.wait()
+        self._starting = None
 
     async def drain(self, timeout_s: float) -> bool:
         """Refuse new calls and wait up to ``timeout_s`` for the calls in flight; return whether all ended."""
@@ -184,6 +210,13 @@ class Gateway:
         return server
 
     def _upstream_capabilities(self) -> types.ServerCapabilities:
+        if self._starting is not None and not self._starting.is_set():
+            # Upstreams still connecting may bring any of these: a client that initializes now is
+            # told they exist (their lists may be empty at first; list_changed follows).
+            return types.ServerCapabilities(
+                prompts=types.PromptsCapability(), resources=types.ResourcesCapability(),
+                completions=types.CompletionsCapability(), logging=types.LoggingCapability(),
+            )  # fmt: skip
         merged: dict[str, Any] = {}
         for name in self.manager.servers:
             connection = self.manager.supervisor(name).connection
@@ -203,6 +236,8 @@ class Gateway:
     # -- handlers -------------------------------------------------------------------------------
 
     async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        if self._starting is not None:
+            await self._settled()
         return types.ListToolsResult(tools=self.surface.tools)
 
     async def _call_tool(
@@ -210,6 +245,8 @@ class Gateway:
     ) -> types.CallToolResult | types.InputRequiredResult:
         if self.draining:
             raise MCPError(types.INTERNAL_ERROR, "the gateway is shutting down")
+        if self._starting is not None:
+            await self._settled()
         canonical = _lookup(self.surface.tool, params.name, types.INVALID_PARAMS)
         tool = _lookup(self.manager.resolve_tool, canonical, types.INVALID_PARAMS)
         started, outcome = time.perf_counter(), "error"
@@ -270,6 +307,8 @@ class Gateway:
         return result
 
     async def _list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        if self._starting is not None:
+            await self._settled()
         return types.ListPromptsResult(prompts=self.surface.prompts)
 
     async def _get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
@@ -277,11 +316,15 @@ class Gateway:
         return await _upstream(self.guard.get_prompt(canonical, params.arguments, caller=caller_of(ctx)))
 
     async def _list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        if self._starting is not None:
+            await self._settled()
         return types.ListResourcesResult(resources=self.surface.resources)
 
     async def _list_templates(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
+        if self._starting is not None:
+            await self._settled()
         return types.ListResourceTemplatesResult(resource_templates=self.surface.templates)
 
     async def _read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:

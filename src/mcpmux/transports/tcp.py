@@ -2,6 +2,10 @@
 
 The SDK 2.x has no TCP transport. Both sides use the framing of the stdio transport, with the same
 message size cap.
+
+The server closes a connection whose first bytes are not a JSON-RPC message (``{`` or ``[``):
+a web page can make the browser POST to any local port, and the body of that request, one
+JSON-RPC message per line after the HTTP head, would otherwise be served (cross-protocol attack).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-from anyio.abc import SocketAttribute, SocketStream, TaskStatus
+from anyio.abc import ByteStream, SocketAttribute, SocketStream, TaskStatus
+from anyio.streams.buffered import BufferedByteStream
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
@@ -28,6 +33,9 @@ __all__ = ["framed_streams", "lowlevel_server_of", "open_tcp", "serve_tcp"]
 logger = logging.getLogger("mcpmux.transports")
 
 Item = SessionMessage | Exception
+JSON_RPC_STARTS = (b"{", b"[")
+# How much leading whitespace a client may send before its first message.
+MAX_LEADING_BLANK_BYTES = 4096
 
 
 def parse_tcp_url(server: str, url: str) -> tuple[str, int]:
@@ -48,7 +56,7 @@ def parse_tcp_url(server: str, url: str) -> tuple[str, int]:
 
 @asynccontextmanager
 async def framed_streams(
-    name: str, stream: SocketStream, max_message_bytes: int, describe: str
+    name: str, stream: ByteStream, max_message_bytes: int, describe: str
 ) -> AsyncIterator[TransportStreams]:
     """Message streams over one connected byte stream; the read stream ends when the peer closes.
 
@@ -119,8 +127,11 @@ async def serve_tcp(
     """
     lowlevel = lowlevel_server_of(server)
 
-    async def serve_one(stream: SocketStream) -> None:
-        peer = stream.extra(SocketAttribute.remote_address)
+    async def serve_one(socket: SocketStream) -> None:
+        peer = socket.extra(SocketAttribute.remote_address)
+        stream = await _json_rpc_or_close(socket, peer)
+        if stream is None:
+            return
         async with framed_streams(lowlevel.name, stream, max_message_bytes, f"tcp peer {peer}") as streams:
             try:
                 await lowlevel.run(streams.read, streams.write, lowlevel.create_initialization_options())
@@ -130,3 +141,21 @@ async def serve_tcp(
     async with await anyio.create_tcp_listener(local_host=host, local_port=port) as listener:
         task_status.started(listener.extra(SocketAttribute.local_port))
         await listener.serve(serve_one)
+
+
+async def _json_rpc_or_close(stream: SocketStream, peer: object) -> ByteStream | None:
+    """``stream`` with its first bytes put back if they start a JSON-RPC message; else close it."""
+    received = b""
+    try:
+        while not received.strip() and len(received) <= MAX_LEADING_BLANK_BYTES:
+            received += await stream.receive()
+    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await stream.aclose()
+        return None
+    if not received.lstrip().startswith(JSON_RPC_STARTS):
+        logger.warning("tcp peer %s did not start with a JSON-RPC message (%r...); closed", peer, received[:16])
+        await stream.aclose()
+        return None
+    buffered = BufferedByteStream(stream)
+    buffered.feed_data(received)
+    return buffered

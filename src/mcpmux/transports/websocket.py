@@ -3,14 +3,21 @@
 The SDK 2.x dropped its WebSocket transport; this one uses the ``websockets`` library (asyncio).
 A frame above ``max_message_bytes`` makes ``websockets`` fail the connection (close code 1009):
 the read stream then carries a :class:`~mcpmux.errors.MessageTooLarge` item and ends.
+
+The server adapter knows nothing of tokens or origins: whoever serves it passes ``admit``, which
+sees the handshake's headers and refuses it (an HTTP status, before any MCP message) or lets it in,
+optionally with a check asked before each incoming message (a revoked token closes the
+connection with code 1008).
 """
 
 from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -18,13 +25,15 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed as WSConnectionClosed
 from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
 from mcpmux.config.models import DEFAULT_MAX_MESSAGE_BYTES, Settings, WebSocketServerConfig
@@ -33,31 +42,56 @@ from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.framing import log_garbage, parse_message
 from mcpmux.transports.tcp import lowlevel_server_of
 
-__all__ = ["SUBPROTOCOL", "open_websocket", "serve_websocket", "websocket_streams"]
+__all__ = ["SUBPROTOCOL", "Handshake", "open_websocket", "serve_websocket", "websocket_streams"]
 
 logger = logging.getLogger("mcpmux.transports")
 
 SUBPROTOCOL = Subprotocol("mcp")
 CLOSE_TIMEOUT_S = 2.0
 CLOSE_MESSAGE_TOO_BIG = 1009
+CLOSE_POLICY_VIOLATION = 1008
 
 Item = SessionMessage | Exception
+StillValid = Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    """What ``admit`` decided about a handshake.
+
+    Attributes:
+        refuse_status: an HTTP status to refuse with, or ``None`` to let the client in.
+        reason: the body of the refusal.
+        still_valid: asked before each incoming message; ``False`` closes the connection (1008).
+        context: attached to each incoming message as the SDK's ``request_context`` (what the
+            server's handlers see as ``ctx.request``), e.g. who the token names.
+    """
+
+    refuse_status: int | None = None
+    reason: str = ""
+    still_valid: StillValid | None = None
+    context: object = None
+
+
+Admit = Callable[[Mapping[str, str]], Handshake]
+_PLAIN = Handshake()
 
 
 @asynccontextmanager
 async def websocket_streams(
-    name: str, ws: Connection, max_message_bytes: int, describe: str
+    name: str, ws: Connection, max_message_bytes: int, describe: str, admitted: Handshake | None = None
 ) -> AsyncIterator[TransportStreams]:
     """Message streams over an open WebSocket connection; leaving the context closes it.
 
-    ``max_message_bytes`` must be the ``max_size`` the connection was opened with.
+    ``max_message_bytes`` must be the ``max_size`` the connection was opened with; ``admitted``
+    (server side) says what to check and attach for each incoming message.
     """
     read_send, read_receive = anyio.create_memory_object_stream[Item](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     # Closing all four ends here too: a task cancelled before its first step never closes its own.
     with read_send, read_receive, write_send, write_receive:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_read_frames, name, ws, max_message_bytes, read_send)
+            tg.start_soon(_read_frames, name, ws, max_message_bytes, read_send, admitted or _PLAIN)
             tg.start_soon(_write_frames, ws, write_receive)
             try:
                 yield TransportStreams(read=read_receive, write=write_send, describe=describe)
@@ -69,13 +103,24 @@ async def websocket_streams(
                 tg.cancel_scope.cancel()
 
 
-async def _read_frames(name: str, ws: Connection, limit: int, sink: MemoryObjectSendStream[Item]) -> None:
+async def _read_frames(
+    name: str, ws: Connection, limit: int, sink: MemoryObjectSendStream[Item], admitted: Handshake
+) -> None:
     garbage = 0
+    still_valid = admitted.still_valid
+    metadata = None if admitted.context is None else ServerMessageMetadata(request_context=admitted.context)
     async with sink:
         try:
             async for frame in ws:
+                if still_valid is not None and not still_valid():
+                    logger.info("%s: its credentials were revoked; closing", name)
+                    await ws.close(CLOSE_POLICY_VIOLATION, "credentials revoked")
+                    return
                 try:
-                    await sink.send(parse_message(frame))
+                    message = parse_message(frame)
+                    if metadata is not None:
+                        message = SessionMessage(message.message, metadata=metadata)
+                    await sink.send(message)
                 except ValidationError as exc:
                     garbage += 1
                     log_garbage(name, frame, exc, garbage)
@@ -165,25 +210,49 @@ async def serve_websocket(
     port: int = 0,
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    admit: Admit | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve an SDK server over WebSocket (subprotocol ``mcp`` required), until cancelled.
 
     Start it with ``port = await tg.start(serve_websocket, server)``: ``task_status`` reports the
-    bound port. A client that does not offer ``mcp`` is refused with HTTP 400.
+    bound port. A client that does not offer ``mcp`` is refused with HTTP 400; ``admit`` sees
+    every handshake's headers (lower-case names, repeated ones joined by ``", "``) first.
+
+    Raises:
+        OSError: the address cannot be bound (in use, not local).
     """
     lowlevel = lowlevel_server_of(server)
+    admitted: weakref.WeakKeyDictionary[ServerConnection, Handshake] = weakref.WeakKeyDictionary()
+
+    def process_request(connection: ServerConnection, request: Request) -> Response | None:
+        if admit is None:
+            return None
+        verdict = admit(_joined(request.headers))
+        if verdict.refuse_status is not None:
+            return connection.respond(verdict.refuse_status, verdict.reason + "\n")
+        admitted[connection] = verdict
+        return None
 
     async def serve_one(ws: ServerConnection) -> None:
         describe = f"websocket peer {ws.remote_address}"
-        async with websocket_streams(lowlevel.name, ws, max_message_bytes, describe) as streams:
+        async with websocket_streams(lowlevel.name, ws, max_message_bytes, describe, admitted.pop(ws, None)) as streams:
             try:
                 await lowlevel.run(streams.read, streams.write, lowlevel.create_initialization_options())
             except Exception:
                 logger.exception("websocket session with %s failed", ws.remote_address)
 
     async with serve(
-        serve_one, host, port, subprotocols=[SUBPROTOCOL], max_size=max_message_bytes, close_timeout=CLOSE_TIMEOUT_S
-    ) as listener:
+        serve_one, host, port, subprotocols=[SUBPROTOCOL], max_size=max_message_bytes, close_timeout=CLOSE_TIMEOUT_S,
+        process_request=process_request,
+    ) as listener:  # fmt: skip
         task_status.started(listener.sockets[0].getsockname()[1])
         await listener.serve_forever()
+
+
+def _joined(headers: Headers) -> dict[str, str]:
+    joined: dict[str, str] = {}
+    for name, value in headers.raw_items():
+        key = name.lower()
+        joined[key] = f"{joined[key]}, {value}" if key in joined else value
+    return joined
