@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -120,3 +122,83 @@ async def test_swapping_a_directory_for_a_symlink_never_reaches_outside_the_root
     assert after == before, f"files appeared or vanished outside the root: {set(after) ^ set(before)}"
     assert (outside / "f.txt").read_text(encoding="utf-8") == f"{SECRET}\n"
     assert inside_reads > 0, "the attack never let a read through: the test exercised nothing"
+
+
+async def test_a_catastrophic_regex_neither_freezes_the_process_nor_hangs_the_call(tmp_path: Path) -> None:
+    # ^(a+)+$ backtracks for seconds per line on Python's re, holding the GIL: the ticker stalls.
+    (tmp_path / "evil.txt").write_text(("a" * 25 + "b\n") * 150_000, encoding="utf-8")
+    (tmp_path / "small.txt").write_text("hello\n", encoding="utf-8")
+    reads_during_grep = 0
+    grep_done = anyio.Event()
+
+    async def ticker(s: ClientSession) -> None:
+        nonlocal reads_during_grep
+        while not grep_done.is_set():
+            result = await s.call_tool("read_file", {"path": "small.txt"})
+            assert not result.is_error, text_of(result)
+            reads_during_grep += not grep_done.is_set()
+
+    async with _session(tmp_path) as s:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ticker, s)
+                result = await s.call_tool("grep", {"pattern": "^(a+)+$", "path": "evil.txt"})
+                grep_done.set()
+    assert text_of(result).startswith("no lines match"), text_of(result)
+    assert reads_during_grep > 0, "no other call made progress while grep ran"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "feature"), [(r"(a)\1", "backreferences"), ("(?=a)b", "lookahead"), ("(?<!a)b", "lookbehind")]
+)
+async def test_regex_syntax_re2_lacks_is_refused_with_a_clear_error(tmp_path: Path, pattern: str, feature: str) -> None:
+    async with _session(tmp_path) as s:
+        result = await s.call_tool("grep", {"pattern": pattern})
+    assert result.is_error
+    assert "RE2" in text_of(result)
+    assert feature in text_of(result)
+
+
+async def test_fifos_cannot_take_the_worker_threads(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "plain.txt").write_text("still served\n", encoding="utf-8")
+    errors: list[str] = []
+
+    async def read_pipe(s: ClientSession) -> None:
+        result = await s.call_tool("read_file", {"path": "pipe"})
+        errors.append(text_of(result) if result.is_error else "read succeeded")
+
+    async with _session(tmp_path) as s:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for _ in range(50):
+                    tg.start_soon(read_pipe, s)
+            plain = await s.call_tool("read_file", {"path": "plain.txt"})
+            grep = await s.call_tool("grep", {"pattern": "still"})
+            edit = await s.call_tool("edit_file", {"path": "pipe", "old_text": "a", "new_text": "b"})
+    assert len(errors) == 50
+    assert all("not a regular file" in message for message in errors), errors[:2]
+    assert text_of(plain) == "still served\n"
+    assert text_of(grep).startswith("plain.txt:1:still served"), text_of(grep)
+    assert edit.is_error
+    assert "not a regular file" in text_of(edit)
+
+
+async def test_a_huge_line_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    size = 48 * 1024 * 1024
+    with (tmp_path / "huge.txt").open("wb") as handle:
+        for _ in range(size // (1024 * 1024)):
+            handle.write(b"x" * (1024 * 1024))
+    async with _session(tmp_path) as s:
+        tracemalloc.start()
+        try:
+            with anyio.fail_after(120):
+                result = await s.call_tool("read_file", {"path": "huge.txt", "max_lines": 1})
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    text = text_of(result)
+    assert not result.is_error, text[:200]
+    assert len(text) < 200_000
+    assert "longer than" in text
+    assert peak < 16 * 1024 * 1024, f"reading one line of {size} bytes peaked at {peak} bytes"
