@@ -3,7 +3,8 @@
 Ours rather than the SDK's ``stdio_client`` (DESIGN section 2): it resolves the command first,
 gives the child an allow-listed environment, runs it inside the server's sandbox when one is set
 (:func:`~mcpmux.transports.sandbox.sandbox_command`), caps message size, keeps stderr (ring buffer,
-log file, logger), reports the child's exit on the read stream, and stops its whole process group.
+log file, logger), reports the child's exit on the read stream, and stops its whole process group
+and, on Linux, every descendant (:mod:`mcpmux.servers._reaper`), even if mcpmux is SIGKILLed.
 
 Built on ``anyio.open_process``: the same structured-concurrency primitives as the rest of mcpmux,
 byte streams that fit the framer, and no asyncio-only API to pin us to one backend.
@@ -27,6 +28,8 @@ from mcp.shared.message import SessionMessage
 
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.errors import CommandNotFound, ServerExited, TransportError
+from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE
+from mcpmux.servers._reaper import reaper_argv
 from mcpmux.transports._process import stop_process, wait_exit
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
@@ -122,7 +125,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
             finally:
                 with anyio.CancelScope(shield=True):
                     write.close()
-                    await _shutdown(process, exited)
+                    await _shutdown(process, exited, reaper=REAPER_AVAILABLE)
                     read_receive.close()
                 tg.cancel_scope.cancel()
 
@@ -131,7 +134,8 @@ async def _spawn(server: StdioServerConfig, executable: str, env: dict[str, str]
     argv = sandbox_command(server, executable, env)  # bare argv unless the server's sandbox is on
     try:
         return await anyio.open_process(
-            argv,
+            # Under the reaper, no descendant outlives the server, even one that left its group.
+            reaper_argv(argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -179,7 +183,7 @@ async def _report_exit(
             logger.debug("server %r: nobody is reading; exit not reported", server)
 
 
-async def _shutdown(process: Process, exited: anyio.Event) -> None:
+async def _shutdown(process: Process, exited: anyio.Event, *, reaper: bool) -> None:
     """Close stdin, stop the process group, then release our pipe ends; bounded in time."""
     assert process.stdin is not None, "spawned with pipes"
     assert process.stdout is not None, "spawned with pipes"
@@ -187,7 +191,7 @@ async def _shutdown(process: Process, exited: anyio.Event) -> None:
     # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
     with anyio.move_on_after(WRITER_FLUSH_S):
         await _close_quietly(process.stdin)
-    await stop_process(process, exited)
+    await stop_process(process, exited, reaper=reaper)
     for pipe in (process.stdin, process.stdout, process.stderr):
         await _close_quietly(pipe)
 
