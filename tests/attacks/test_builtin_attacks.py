@@ -21,8 +21,10 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 
+from mcpmux.config.models import BuiltinServerConfig, Settings
+from mcpmux.errors import ConfigError
 from mcpmux.servers import build_server
-from mcpmux.transports.inprocess import open_mcp_server
+from mcpmux.transports.inprocess import open_builtin, open_mcp_server
 from tests.servers._client import text_of
 
 pytestmark = pytest.mark.anyio
@@ -202,3 +204,40 @@ async def test_a_huge_line_is_read_in_bounded_memory(tmp_path: Path) -> None:
     assert len(text) < 200_000
     assert "longer than" in text
     assert peak < 16 * 1024 * 1024, f"reading one line of {size} bytes peaked at {peak} bytes"
+
+
+@pytest.mark.parametrize("where", ["/", "home", "home-parent"])
+async def test_a_too_wide_root_is_refused_by_default_with_a_clear_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    home = tmp_path / "home" / "user"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY", encoding="utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    root = {"/": Path("/"), "home": home, "home-parent": home.parent}[where]
+    monkeypatch.chdir(root)
+    for server in (
+        BuiltinServerConfig(name="workspace"),
+        BuiltinServerConfig(name="content_store", database=tmp_path / "c.db"),
+    ):
+        with pytest.raises(ConfigError, match="refuses to serve the current directory") as caught:
+            async with open_builtin(server, Settings()):
+                pass
+        assert "allow_wide_root: true" in str(caught.value)
+    with pytest.raises(ConfigError, match="home directory"):
+        build_server("workspace", root=home)
+
+
+async def test_a_wide_root_is_served_when_the_config_opts_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine\n", encoding="utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    server = BuiltinServerConfig(name="workspace", root=home, allow_wide_root=True)
+    async with open_builtin(server, Settings()) as streams, ClientSession(streams.read, streams.write) as s:
+        with anyio.fail_after(30):
+            await s.initialize()
+            result = await s.call_tool("read_file", {"path": "notes.txt"})
+    assert text_of(result) == "mine\n"
+    (home / "project").mkdir()
+    assert build_server("workspace", root=home / "project") is not None

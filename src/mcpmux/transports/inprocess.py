@@ -53,7 +53,9 @@ async def open_builtin(server: BuiltinServerConfig, settings: Settings) -> Async
     sandbox = server.security.sandbox if server.security else None
     root = (server.root or Path.cwd()).resolve()
     wrapper = command_wrapper(server.name, sandbox, root) if server.kind == "workspace" else None
-    built = build_server(server.kind, root=server.root, database=server.database, sandbox=wrapper)
+    built = build_server(
+        server.kind, root=server.root, database=server.database, sandbox=wrapper, allow_wide_root=server.allow_wide_root
+    )
     async with open_mcp_server(built, name=server.name, describe=_describe(server)) as streams:
         yield streams
 
