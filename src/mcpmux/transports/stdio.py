@@ -34,7 +34,7 @@ from mcpmux.transports._process import stop_process, wait_exit
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.framing import LineFramer, LineWriter, pump_lines
-from mcpmux.transports.sandbox import sandbox_command
+from mcpmux.transports.sandbox import package_runner_note, sandbox_command
 
 __all__ = ["INHERITED_ENV_PREFIXES", "INHERITED_ENV_VARS", "child_environment", "open_stdio", "resolve_command"]
 
@@ -112,7 +112,8 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     with read_send, read_receive:
         async with anyio.create_task_group() as tg:
             tg.start_soon(sink.drain, process.stderr)
-            tg.start_soon(_report_exit, server.name, process, framer, read_send, sink, exited)
+            note = package_runner_note(server)
+            tg.start_soon(_report_exit, server.name, process, framer, read_send, sink, exited, note)
             try:
                 yield TransportStreams(
                     read=read_receive,
@@ -156,8 +157,10 @@ async def _report_exit(
     sink: MemoryObjectSendStream[Item],
     stderr: StderrSink,
     exited: anyio.Event,
+    note: str | None = None,
 ) -> None:
-    """Forward stdout until the child exits, then end the read stream with :class:`ServerExited`."""
+    """Forward stdout until the child exits, then end the read stream with :class:`ServerExited`
+    (``note`` says why a sandboxed package runner likely failed)."""
     stdout_done = anyio.Event()
 
     async def forward_stdout() -> None:
@@ -178,9 +181,18 @@ async def _report_exit(
     async with sink:
         logger.debug("server %r: process %d exited with code %d", server, process.pid, code)
         try:
-            await sink.send(ServerExited(server, None if code < 0 else code, stderr.tail()))
+            await sink.send(_exited(server, code, stderr.tail(), note))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("server %r: nobody is reading; exit not reported", server)
+
+
+def _exited(server: str, code: int, stderr_tail: str, note: str | None) -> ServerExited:
+    # The note rides at the end of the stderr tail: the connection rebuilds this error with it.
+    tail = f"{stderr_tail.rstrip()}\n[mcpmux: {note}]" if note else stderr_tail
+    error = ServerExited(server, None if code < 0 else code, tail)
+    if note:
+        error.hint = note
+    return error
 
 
 async def _shutdown(process: Process, exited: anyio.Event, *, reaper: bool) -> None:
