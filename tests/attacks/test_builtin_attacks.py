@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 from mcp.client.session import ClientSession
 
@@ -241,3 +242,27 @@ async def test_a_wide_root_is_served_when_the_config_opts_in(tmp_path: Path, mon
     assert text_of(result) == "mine\n"
     (home / "project").mkdir()
     assert build_server("workspace", root=home / "project") is not None
+
+
+@pytest.mark.subprocess
+async def test_with_the_sandbox_on_the_file_tools_run_out_of_process_inside_it(tmp_path: Path) -> None:
+    from mcpmux.config.models import SandboxConfig, ServerSecurity
+    from mcpmux.transports.sandbox import sandbox_backend
+
+    if sandbox_backend().name == "none":
+        pytest.skip(sandbox_backend().explain())
+    (tmp_path / "notes.txt").write_text("inside\n", encoding="utf-8")
+    security = ServerSecurity(sandbox=SandboxConfig(enabled=True))
+    server = BuiltinServerConfig(name="workspace", root=tmp_path, security=security)
+    async with open_builtin(server, Settings()) as streams, ClientSession(streams.read, streams.write) as s:
+        with anyio.fail_after(60):
+            await s.initialize()
+            read = await s.call_tool("read_file", {"path": "notes.txt"})
+            wrote = await s.call_tool("write_file", {"path": "new.txt", "content": "x"})
+            status = await s.read_resource("builtin://workspace/status")
+        assert streams.pid is not None and streams.pid != os.getpid()
+        served_by = " ".join(psutil.Process(streams.pid).cmdline())
+    assert text_of(read) == "inside\n"
+    assert not wrote.is_error and (tmp_path / "new.txt").read_text(encoding="utf-8") == "x"
+    assert "sandbox: on" in str(status.contents[0])
+    assert "bwrap" in served_by or "_landlock_exec" in served_by or "_reaper" in served_by, served_by

@@ -102,14 +102,22 @@ def refuse_wide_root(kind: str, root: Path, *, given: bool) -> None:
 
 
 def run_stdio(
-    kind: str, *, root: Path | None = None, database: Path | None = None, allow_wide_root: bool = False
+    kind: str,
+    *,
+    root: Path | None = None,
+    database: Path | None = None,
+    allow_wide_root: bool = False,
+    inside_sandbox: bool = False,
 ) -> None:
     """Serve the built-in server ``kind`` on stdin/stdout until stdin closes.
 
     Stdout carries only MCP messages; logging goes wherever the caller configured it (never stdout).
+    ``inside_sandbox``: the host runs this process in its sandbox (the status says so).
 
     Raises:
         ConfigError: as :func:`build_server`.
     """
-    server = build_server(kind, root=root, database=database, allow_wide_root=allow_wide_root)
+    # Inside the host's sandbox, commands are already confined: they run as they are.
+    sandbox: SandboxHook | None = (lambda argv, cwd: list(argv)) if inside_sandbox else None
+    server = build_server(kind, root=root, database=database, allow_wide_root=allow_wide_root, sandbox=sandbox)
     anyio.run(server.run_stdio_async)
