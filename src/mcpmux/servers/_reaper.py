@@ -20,14 +20,16 @@ Elsewhere than Linux it is not used (:data:`AVAILABLE`).
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable
-from types import FrameType
+
+TYPE_CHECKING = False  # typing itself costs a few ms of start-up: mypy honours a local flag too
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
 
 __all__ = ["AVAILABLE", "KILL_SIGNAL", "main", "reaper_argv"]
 
@@ -89,8 +91,10 @@ def _kill_all(statuses: dict[int, int]) -> None:
     for _ in range(_MAX_SWEEPS):
         alive = _descendants(me)
         for pid in alive:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+            try:
                 os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue  # gone meanwhile, or not ours to kill
         has_children = _reap(statuses)
         if not alive and not has_children:
             return
@@ -103,10 +107,12 @@ def _kill_now(_signum: int, _frame: FrameType | None) -> None:
 
 def _forwarder(child: int) -> Callable[[int, FrameType | None], None]:
     def forward(signum: int, _frame: FrameType | None) -> None:
-        with contextlib.suppress(OSError):
+        try:
             group = os.getpgid(child)
             if group != os.getpgrp():
                 os.killpg(group, signum)
+        except OSError:
+            return  # the command is gone: nothing to forward to
 
     return forward
 
