@@ -128,7 +128,7 @@ def test_collisions_between_provider_names_are_errors() -> None:
 
 
 def test_a_wanted_sandbox_that_cannot_run_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor_checks.shutil, "which", lambda name: None)
+    monkeypatch.setenv("MCPMUX_SANDBOX_BACKEND", "no-such-backend")  # neither backend is tried: none works
     wanted = Config.model_validate({"security": {"sandbox": {"enabled": True}}})
     report, (found,) = doctor_checks.check_sandbox(wanted)
     assert report["available"] is False and found["severity"] == "error" and "bubblewrap" in found["hint"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,26 +14,34 @@ from tests.servers._client import call_error
 from tests.servers.conftest import SessionFactory
 
 
+def _name_at(confinement: Confinement, path: str, *, follow: bool = True) -> str:
+    """What ``path`` reaches: the real path of the final component (its parent's, plus its name)."""
+    return confinement.at(path, lambda fd, name: os.path.join(os.readlink(f"/proc/self/fd/{fd}"), name), follow=follow)
+
+
 @pytest.mark.parametrize("path", ["../secret.txt", "src/../../secret.txt", "/etc/passwd", "~/x", "escape/secret.txt"])
 def test_confinement_refuses_paths_that_leave_the_root(root: Path, path: str) -> None:
     (root / "escape").symlink_to(root.parent)
     with pytest.raises(PathOutsideRoot, match="outside the workspace root"):
-        Confinement(root).resolve(path)
+        _name_at(Confinement(root), path)
 
 
 def test_confinement_accepts_dotdot_that_stays_inside_and_absolute_paths_inside(root: Path) -> None:
     confinement = Confinement(root)
-    assert confinement.resolve("src/../notes.txt") == root.resolve() / "notes.txt"
-    assert confinement.resolve(str(root / "src")) == root.resolve() / "src"
-    assert confinement.resolve("") == root.resolve()
+    (root / "inner").symlink_to("src")
+    assert _name_at(confinement, "src/../notes.txt") == str(root / "notes.txt")
+    assert _name_at(confinement, str(root / "src" / "app.py")) == str(root / "src" / "app.py")
+    assert _name_at(confinement, "inner/app.py") == str(root / "src" / "app.py")
+    assert _name_at(confinement, "") == f"{root}/."
+    assert confinement.resolve("src") == root / "src"
 
 
 def test_a_link_itself_can_be_addressed_without_following_it(root: Path) -> None:
     (root / "out").symlink_to(root.parent / "secret.txt")
     confinement = Confinement(root)
-    assert confinement.resolve("out", follow_final=False) == root.resolve() / "out"
+    assert _name_at(confinement, "out", follow=False) == str(root / "out")
     with pytest.raises(PathOutsideRoot):
-        confinement.resolve("out")
+        confinement.at("out", lambda fd, name: os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd))
 
 
 def test_a_missing_root_is_a_config_error(tmp_path: Path) -> None:

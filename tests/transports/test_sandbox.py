@@ -398,3 +398,37 @@ def test_bwrap_mounts_parents_before_children_and_gives_a_private_home(tmp_path:
     granted = bwrap_argv("/usr/bin/true", [], SandboxConfig(enabled=True, filesystem=("/home",)), None,
                          {"HOME": "/home/someone"})  # fmt: skip
     assert ("--tmpfs", "/home/someone") not in list(itertools.pairwise(granted))
+
+
+@pytest.mark.subprocess
+@pytest.mark.anyio
+@pytest.mark.parametrize("network", [False, True])
+async def test_a_sandboxed_package_runner_that_fails_says_the_sandbox_hides_its_cache(
+    tmp_path: Path, backend: str, network: bool
+) -> None:
+    npx = tmp_path / "bin" / "npx"
+    npx.parent.mkdir()
+    npx.write_text("#!/bin/sh\necho 'npm error code ENOTCACHED' >&2\nexit 1\n", encoding="utf-8")
+    npx.chmod(0o755)
+    sandbox = SandboxConfig(enabled=True, network=network)
+    server = StdioServerConfig(
+        name="pkg", command=str(npx), args=("-y", "@acme/server"), security=ServerSecurity(sandbox=sandbox)
+    )
+    with pytest.raises(TransportError) as caught:
+        async with Connection(server, Settings()) as connection:
+            await connection.list_tools()
+    message = str(caught.value)
+    assert "ENOTCACHED" in message, message
+    assert "npx runs inside the sandbox, which hides its package cache" in message, message
+    assert ("and the network" in message) is not network, message
+    assert "security.sandbox.filesystem" in message
+
+
+def test_an_unsandboxed_or_plain_command_gets_no_package_runner_note() -> None:
+    from mcpmux.transports.sandbox import package_runner_note
+
+    assert package_runner_note(StdioServerConfig(name="p", command="npx", args=("-y", "x"))) is None
+    assert package_runner_note(stdio(ON)) is None
+    boxed = ServerSecurity(sandbox=ON)
+    assert package_runner_note(StdioServerConfig(name="p", command="uv", args=("tool", "run", "x"), security=boxed))
+    assert package_runner_note(StdioServerConfig(name="p", command="/usr/bin/uvx", args=("x",), security=boxed))

@@ -7,7 +7,8 @@ object on stdout::
       "ok": bool,
       "environment": {"python": str, "mcpmux": str, "platform": str,
                       "runtimes": {"npx"|"uvx"|"node"|"python3"|"python"|"docker": str | null}},
-      "sandbox": {"backend": "bwrap", "path": str | null, "available": bool, "detail": str},
+      "sandbox": {"backend": "bubblewrap" | "landlock" | "none", "path": str | null,   # path: of bwrap
+                  "available": bool, "detail": str},
       "config_files": [{"role": str, "path": str, "exists": bool, "problems": [str], "warnings": [str]}],
       "servers": [{"name": str, "type": str, "enabled": bool,
                    "status": "ok" | "warn" | "fail" | "skipped",

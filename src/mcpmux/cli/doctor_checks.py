@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import anyio
 
 from mcpmux.config import Config, ServerConfig, StdioServerConfig, config_sources, load_file
+from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.errors import AuthRequired, CommandNotFound, ConfigError, MCPMuxError, MCPTimeoutError, NameCollision
 from mcpmux.names import canonical_name
 from mcpmux.naming import DEFAULT_SEPARATOR, PROFILES, NameTable, provider_name
@@ -37,7 +37,6 @@ RUNTIMES = ("npx", "uvx", "node", "python3", "python", "docker")
 COLD_START_COMMANDS = frozenset({"npx", "uvx", "bunx", "pnpx", "pipx", "docker"})
 LARGE_TOOL_LIST_TOKENS = 10_000
 SLOW_CONNECT_SHARE = 0.5
-SANDBOX_PROBE_TIMEOUT_S = 10.0
 CHARS_PER_TOKEN = 4
 
 
@@ -76,26 +75,24 @@ def check_config_files(explicit: str | None) -> tuple[list[dict[str, Any]], list
 
 
 def check_sandbox(config: Config | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Whether bubblewrap is there and runs here; an error only when the config asks for a sandbox."""
-    binary = shutil.which("bwrap")
-    available, detail = False, "bwrap not found on PATH (Debian/Ubuntu: apt install bubblewrap)"
-    if binary is not None:
-        try:
-            probe = subprocess.run(
-                [binary, "--ro-bind", "/", "/", "true"],
-                capture_output=True,
-                text=True,
-                timeout=SANDBOX_PROBE_TIMEOUT_S,
-                check=False,
-            )
-            available = probe.returncode == 0
-            detail = "bwrap works" if available else f"bwrap fails here: {probe.stderr.strip()[:200]}"
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            detail = f"bwrap could not run: {exc}"
+    """The sandbox backend sandboxed servers get here, probed for real (bubblewrap runs, else
+    Landlock); an error only when the config asks for a sandbox and none works.
+    """
+    from mcpmux.transports.sandbox import sandbox_backend
+
+    backend = sandbox_backend()
+    available = backend.name != "none"
+    detail = f"sandboxed servers run under {backend.name}" if available else "no sandbox backend works here"
+    for name, why in backend.unavailable:
+        detail += f"; {name} unavailable: {why}"
     wanted = config is not None and _sandbox_wanted(config)
-    severity = "info" if available or not wanted else "error"
-    hint = None if available else "install bubblewrap, or run where user namespaces are allowed"
-    report = {"backend": "bwrap", "path": binary, "available": available, "detail": detail}
+    severity = "error" if wanted and not available else "warning" if wanted and backend.unavailable else "info"
+    hint = None
+    if not available:
+        hint = "install bubblewrap (apt-get install bubblewrap) and allow user namespaces, or use Linux >= 5.13"
+    elif backend.unavailable:
+        hint = "Landlock confines files and TCP but has no pid namespace; allow user namespaces to use bubblewrap"
+    report = {"backend": backend.name, "path": shutil.which("bwrap"), "available": available, "detail": detail}
     return report, [finding(severity, "sandbox", f"sandbox: {detail}", hint)]
 
 
@@ -157,7 +154,8 @@ async def _list_tools(server: ServerConfig, config: Config) -> tuple[list[dict[s
     from mcpmux.connection import Connection
 
     started = time.perf_counter()
-    connection = Connection(server, config.settings)
+    # What the manager would run: the global security.sandbox applies to this server too.
+    connection = Connection(with_effective_sandbox(server, config.security), config.settings)
     await connection.connect()
     try:
         seconds = time.perf_counter() - started
@@ -182,9 +180,19 @@ def _failure(server: ServerConfig, config: Config, exc: MCPMuxError) -> dict[str
         return finding("error", "auth", message, exc.hint, server.name)
     if isinstance(exc, CommandNotFound):
         return finding("error", "command", message, _where_hint(), server.name)
+    note = _sandbox_note(server, config)
     if isinstance(exc, MCPTimeoutError):
-        return finding("error", "timeout", message, _timeout_hint(server), server.name)
-    return finding("error", "connect", message, exc.hint, server.name)
+        return finding("error", "timeout", message, note or _timeout_hint(server), server.name)
+    return finding("error", "connect", message, note or exc.hint, server.name)
+
+
+def _sandbox_note(server: ServerConfig, config: Config) -> str | None:
+    if not isinstance(server, StdioServerConfig):
+        return None
+    from mcpmux.transports.sandbox import package_runner_note
+
+    boxed = with_effective_sandbox(server, config.security)
+    return package_runner_note(boxed) if isinstance(boxed, StdioServerConfig) else None
 
 
 def check_names(config: Config, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

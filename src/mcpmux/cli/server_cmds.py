@@ -19,6 +19,7 @@ from mcpmux.cli import render
 from mcpmux.cli.completion import complete_servers
 from mcpmux.cli.output import emit, err_console, json_option, redact_logs, state
 from mcpmux.config import load_config
+from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.errors import MCPMuxError
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ async def _connected(name: str) -> AsyncIterator[Connection]:
     config = load_config(state().config_path)
     state().secrets = config.secret_values
     redact_logs(config.secret_values)
-    server = config.server(name)
+    # Tested as the manager would run it: the global security.sandbox applies to this server too.
+    server = with_effective_sandbox(config.server(name), config.security)
     progress = err_console().status(f"connecting to {name} ({server.type})...") if sys.stderr.isatty() else None
     if progress is not None:
         progress.start()

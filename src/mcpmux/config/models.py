@@ -217,6 +217,8 @@ class BuiltinServerConfig(_ServerBase):
     builtin: BuiltinKind | None = None
     root: Path | None = None
     database: Path | None = None
+    allow_wide_root: bool = False
+    """Serve a root such as ``/`` or the home directory itself, refused by default (keys live there)."""
 
     @model_validator(mode="after")
     def _known_builtin(self) -> BuiltinServerConfig:

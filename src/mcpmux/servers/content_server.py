@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -20,6 +21,7 @@ from mcpmux.servers._content_render import render_document, render_hits, render_
 from mcpmux.servers._sdk import new_server, tool, tools_markdown
 from mcpmux.servers.confinement import Confinement
 from mcpmux.servers.content_store import ContentStore, MetadataValue, StoreError
+from mcpmux.servers.workspace_context import open_regular
 
 __all__ = ["DATABASE_FILE", "STATUS_URI", "build_content_server"]
 
@@ -200,14 +202,20 @@ def build_content_server(database: Path | str | None = None, *, root: Path | Non
 
 
 def _read_source(files: Confinement, path: str) -> tuple[str, str]:
-    target = files.resolve(path)
+    def read(parent: int, name: str) -> bytes:
+        fd = open_regular(parent, name, os.O_RDONLY, path)
+        try:
+            size = os.fstat(fd).st_size
+            if size > MAX_FILE_BYTES:
+                raise ToolError(f"{path!r} has {size} bytes, above the {MAX_FILE_BYTES}-byte limit")
+            return os.read(fd, MAX_FILE_BYTES)
+        finally:
+            os.close(fd)
+
     try:
-        size = target.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ToolError(f"{path!r} has {size} bytes, above the {MAX_FILE_BYTES}-byte limit")
-        data = target.read_bytes()
+        data = files.at(path, read)
     except OSError as exc:
         raise ToolError(f"cannot read {path!r}: {exc.strerror or exc}") from exc
     if b"\x00" in data[:8192]:
         raise ToolError(f"{path!r} looks like a binary file; only text can be added")
-    return files.relative(target), data.decode("utf-8", errors="replace")
+    return files.display(path), data.decode("utf-8", errors="replace")

@@ -48,8 +48,7 @@ def build_workspace_server(
     confinement = Confinement(root if root is not None else Path.cwd())
     scratch = None
     if session_id is not None:
-        scratch = confinement.resolve(str(scratch_dir_name(session_id)))
-        scratch.mkdir(parents=True, exist_ok=True)
+        scratch = confinement.resolve(str(scratch_dir_name(session_id)), create=True)
     ws = WorkspaceContext(confinement, scratch, sandbox, limits or WorkspaceLimits())
     server = new_server("workspace", INSTRUCTIONS)
     register_file_tools(server, ws)

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import errno
+import functools
+import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
+import anyio
+import anyio.from_thread
+import anyio.to_thread
 from mcp.server.mcpserver.exceptions import ToolError
 
 from mcpmux.servers.confinement import Confinement
 
-__all__ = ["SandboxHook", "WorkspaceContext", "WorkspaceLimits", "os_errors"]
+__all__ = ["SandboxHook", "WorkspaceContext", "WorkspaceLimits", "check_cancelled", "open_regular", "os_errors"]
+
+T = TypeVar("T")
+# Never blocks on a FIFO or a device, never follows a final symlink (the confinement walks those).
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 SandboxHook = Callable[[Sequence[str], Path], list[str]]
 """Wraps a command before it runs: gets ``(argv, cwd)``, returns the argv to execute instead
@@ -28,6 +39,9 @@ class WorkspaceLimits:
         max_output_chars: text returned by one call (file text, listings, grep, command output).
         max_results: entries returned by ``glob``, ``grep`` and ``list_directory``.
         max_grep_file_bytes: ``grep`` skips files above this size.
+        max_line_bytes: ``read_file`` cuts a longer line (and reads no further into it).
+        worker_threads: file tools of one workspace running at once; more calls wait, so a slow
+            disk cannot take every worker thread of the host.
         default_timeout_s: default deadline of ``execute_shell`` / ``execute_python``.
         max_timeout_s: the largest deadline a caller may ask for.
     """
@@ -36,6 +50,8 @@ class WorkspaceLimits:
     max_output_chars: int = 100_000
     max_results: int = 500
     max_grep_file_bytes: int = 5 * 1024 * 1024
+    max_line_bytes: int = 64 * 1024
+    worker_threads: int = 8
     default_timeout_s: float = 60.0
     max_timeout_s: float = 600.0
 
@@ -55,6 +71,7 @@ class WorkspaceContext:
     scratch: Path | None = None
     sandbox: SandboxHook | None = None
     limits: WorkspaceLimits = field(default_factory=WorkspaceLimits)
+    _limiter: anyio.CapacityLimiter | None = None
 
     @property
     def root(self) -> Path:
@@ -65,6 +82,45 @@ class WorkspaceContext:
     def default_cwd(self) -> Path:
         """Where commands run unless told otherwise: the scratch dir if any, else the root."""
         return self.scratch if self.scratch is not None else self.root
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the blocking ``fn(*args)`` in a worker thread of this workspace's own pool.
+
+        Cancelling the call (a client's cancellation or timeout) waits for ``fn``, which stops at
+        its next :func:`check_cancelled`.
+        """
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.limits.worker_threads)
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self._limiter)
+
+
+def check_cancelled() -> None:
+    """In a worker thread started by :meth:`WorkspaceContext.run`: stop if the call was cancelled."""
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:
+        return  # not in an anyio worker thread (a direct call in a unit test): nothing to stop
+
+
+def open_regular(parent: int, name: str, flags: int, shown: str, mode: int = 0o666) -> int:
+    """Open ``name`` in the directory ``parent`` without following a symlink or blocking, and
+    refuse anything but a regular file (FIFOs, devices and sockets could hang or flood a tool).
+
+    Raises:
+        OSError: ``ELOOP`` for a symlink (the confinement follows it), or any other open error.
+        ToolError: it is a directory or not a regular file.
+    """
+    fd = os.open(name, flags | _OPEN_FLAGS, mode, dir_fd=parent)
+    try:
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
+        if not stat.S_ISREG(kind):
+            raise ToolError(f"{shown!r} is not a regular file (a FIFO, socket or device); only files can be used")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @contextmanager

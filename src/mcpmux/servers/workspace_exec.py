@@ -1,8 +1,10 @@
 """The workspace's execution tools: ``execute_shell`` and ``execute_python``.
 
 A command runs in its own process group with stdin closed and stdout/stderr captured (never the
-server's own stdio, which may carry the MCP framing). A deadline kills the whole group, and so does
-the end of the command (background processes it started do not outlive the call). The command
+server's own stdio, which may carry the MCP framing), under the reaper
+(:mod:`mcpmux.servers._reaper`) on Linux. A deadline kills every descendant, and so does the end
+of the command: background processes it started, even ``setsid`` or double-forked ones, do not
+outlive the call. The command
 gets an allow-listed environment (PATH, HOME, locale, ...), never the host's secrets. Output is
 capped while it is read, so a flood costs bounded memory. A non-zero exit is a result, not an error.
 When the sandbox hook is set, it wraps the argv; without it, commands run unsandboxed.
@@ -10,6 +12,7 @@ When the sandbox hook is set, it wraps the argv; without it, commands run unsand
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,12 +24,15 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-from anyio.abc import ByteReceiveStream
+from anyio.abc import ByteReceiveStream, Process
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE
+from mcpmux.servers._reaper import KILL_SIGNAL as REAPER_KILL_SIGNAL
+from mcpmux.servers._reaper import reaper_argv
 from mcpmux.servers._sdk import tool
 from mcpmux.servers.workspace_context import WorkspaceContext
 
@@ -97,6 +103,18 @@ def _kill_group(pid: int) -> None:
         return  # the group is already gone: nothing to kill
 
 
+async def _stop(process: Process) -> None:
+    """Kill everything the command started: the reaper first (it also finds what left the group)."""
+    if REAPER_AVAILABLE and process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(REAPER_KILL_SIGNAL)
+        with anyio.move_on_after(KILL_GRACE_S, shield=True):
+            await process.wait()
+    _kill_group(process.pid)
+    with anyio.move_on_after(KILL_GRACE_S, shield=True):
+        await process.wait()
+
+
 def child_env() -> dict[str, str]:
     """The environment of a command: the allow-listed variables of ours, nothing else."""
     return {name: os.environ[name] for name in ENV_ALLOW_LIST if name in os.environ}
@@ -110,7 +128,7 @@ async def run_command(argv: Sequence[str], cwd: Path, timeout_s: float, keep_byt
     timed_out = False
     try:
         process = await anyio.open_process(
-            list(argv), cwd=cwd, env=child_env(), stdin=subprocess.DEVNULL, start_new_session=True
+            reaper_argv(list(argv)), cwd=cwd, env=child_env(), stdin=subprocess.DEVNULL, start_new_session=True
         )
     except OSError as exc:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
@@ -124,9 +142,7 @@ async def run_command(argv: Sequence[str], cwd: Path, timeout_s: float, keep_byt
             timed_out = scope.cancelled_caught
         finally:
             # Also reaps background processes the command left behind: nothing outlives a call.
-            _kill_group(process.pid)
-            with anyio.move_on_after(KILL_GRACE_S, shield=True):
-                await process.wait()
+            await _stop(process)
     return CommandOutcome(
         process.returncode, bytes(out), bytes(err), out_total[0], err_total[0], timed_out, time.monotonic() - started
     )

@@ -11,6 +11,8 @@ from contextlib import suppress
 import anyio
 from anyio.abc import Process
 
+from mcpmux.servers._reaper import KILL_SIGNAL as REAPER_KILL_SIGNAL
+
 __all__ = ["CLOSE_GRACE_S", "KILL_GRACE_S", "stop_process", "wait_exit"]
 
 logger = logging.getLogger("mcpmux.transports")
@@ -40,12 +42,14 @@ async def wait_exit(process: Process) -> int:
             os.close(pidfd)
 
 
-async def stop_process(process: Process, exited: anyio.Event) -> None:
+async def stop_process(process: Process, exited: anyio.Event, *, reaper: bool = False) -> None:
     """Stop the child and everything it spawned, bounded in time; call with stdin already closed.
 
     The child gets :data:`CLOSE_GRACE_S` to exit on its own, then its process group is sent
     SIGTERM and, after :data:`KILL_GRACE_S`, SIGKILL. The group is signalled even when the child
-    exited by itself, so no grandchild outlives the connection.
+    exited by itself, so no grandchild outlives the connection. With ``reaper`` (the child is
+    :mod:`mcpmux.servers._reaper`), the reaper is told to kill every descendant before the
+    group's SIGKILL, which would kill the reaper and orphan what left the group.
     """
     with anyio.move_on_after(CLOSE_GRACE_S):
         await exited.wait()
@@ -53,22 +57,31 @@ async def stop_process(process: Process, exited: anyio.Event) -> None:
         if process.returncode is None:
             process.kill()
     else:
-        await _terminate_group(process.pid, exited)
+        await _terminate_group(process.pid, exited, reaper)
     with anyio.move_on_after(REAP_GRACE_S):
         await exited.wait()
     if not exited.is_set():
         logger.warning("process %d survived SIGKILL; abandoning it", process.pid)
 
 
-async def _terminate_group(pgid: int, exited: anyio.Event) -> None:
+async def _terminate_group(pgid: int, exited: anyio.Event, reaper: bool) -> None:
     # The leader's pid is the group id (start_new_session); getpgid() would fail once it is reaped.
     if not _signal_group(pgid, signal.SIGTERM):
         return
     with anyio.move_on_after(KILL_GRACE_S):
-        # Nothing notifies us when the last member of a group dies: poll.
-        while _signal_group(pgid, 0) and not (exited.is_set() and _only_zombies(pgid)):  # noqa: ASYNC110
-            await anyio.sleep(POLL_INTERVAL_S)
+        await _group_gone(pgid, exited)
+    if reaper and not exited.is_set():
+        with suppress(ProcessLookupError):
+            os.kill(pgid, REAPER_KILL_SIGNAL)
+        with anyio.move_on_after(KILL_GRACE_S):
+            await exited.wait()
     _signal_group(pgid, signal.SIGKILL)
+
+
+async def _group_gone(pgid: int, exited: anyio.Event) -> None:
+    # Nothing notifies us when the last member of a group dies: poll.
+    while _signal_group(pgid, 0) and not (exited.is_set() and _only_zombies(pgid)):  # noqa: ASYNC110
+        await anyio.sleep(POLL_INTERVAL_S)
 
 
 def _signal_group(pgid: int, signum: int) -> bool:

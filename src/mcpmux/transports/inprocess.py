@@ -1,4 +1,5 @@
-"""The in-process transport: a built-in server run in this process over memory streams.
+"""The in-process transport: a built-in server run in this process over memory streams (or, with
+its sandbox on, as a sandboxed stdio child).
 
 No subprocess and no serialisation: the SDK's low-level server reads and writes
 :class:`~mcp.shared.message.SessionMessage` objects on anyio memory streams, in a task group owned by
@@ -9,6 +10,7 @@ finishes (lifespan teardown included) and is cancelled only if it overstays a sh
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,12 +20,16 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.memory import create_client_server_memory_streams
 
-from mcpmux.config.models import BuiltinServerConfig, Settings
+import mcpmux.servers
+from mcpmux.config.models import BuiltinServerConfig, SandboxConfig, ServerSecurity, Settings, StdioServerConfig
+from mcpmux.config.paths import data_dir
 from mcpmux.errors import TransportError
-from mcpmux.servers import build_server
+from mcpmux.servers import build_server, refuse_wide_root
 from mcpmux.servers._sdk import lowlevel_server
+from mcpmux.servers.content_server import DATABASE_FILE
 from mcpmux.transports.base import TransportStreams
-from mcpmux.transports.sandbox import command_wrapper
+from mcpmux.transports.sandbox import command_wrapper, sandbox_backend
+from mcpmux.transports.stdio import open_stdio
 
 __all__ = ["SHUTDOWN_GRACE_S", "open_builtin", "open_mcp_server"]
 
@@ -41,21 +47,53 @@ def _describe(server: BuiltinServerConfig) -> str:
 
 @asynccontextmanager
 async def open_builtin(server: BuiltinServerConfig, settings: Settings) -> AsyncIterator[TransportStreams]:
-    """Run the built-in server of ``server`` in-process and yield the client side of its streams.
+    """Run the built-in server of ``server`` and yield the client side of its streams.
 
-    ``settings`` is accepted for the transport table's uniform signature; an in-process server has
-    no connect timeout or message size to enforce. With the server's sandbox on, the workspace's
-    ``execute_shell`` and ``execute_python`` run inside it, with the root writable.
+    Without a sandbox it runs in-process over memory streams. With the server's sandbox on (and a
+    backend that works here) the whole server runs out of process, as a stdio child *inside* the
+    sandbox (``python -m mcpmux.servers``), with its root writable: its file tools, not only its
+    commands, are then confined by the kernel, and a bug in them cannot reach the host's memory.
+    ``settings`` applies to that child; in-process there is no timeout or message size to enforce.
 
     Raises:
-        ConfigError: unknown kind, or a root that is not a directory (raised before yielding).
+        ConfigError: unknown kind, a root that is not a directory or too wide (raised before yielding).
+        TransportError: the sandbox is required and no backend works here.
     """
     sandbox = server.security.sandbox if server.security else None
     root = (server.root or Path.cwd()).resolve()
+    if sandbox is not None and sandbox.enabled and sandbox_backend().name != "none":
+        if not server.allow_wide_root:
+            refuse_wide_root(server.kind, root, given=server.root is not None)
+        async with open_stdio(_boxed_child(server, sandbox, root), settings) as streams:
+            yield streams
+        return
     wrapper = command_wrapper(server.name, sandbox, root) if server.kind == "workspace" else None
-    built = build_server(server.kind, root=server.root, database=server.database, sandbox=wrapper)
+    built = build_server(
+        server.kind, root=server.root, database=server.database, sandbox=wrapper, allow_wide_root=server.allow_wide_root
+    )
     async with open_mcp_server(built, name=server.name, describe=_describe(server)) as streams:
         yield streams
+
+
+def _boxed_child(server: BuiltinServerConfig, sandbox: SandboxConfig, root: Path) -> StdioServerConfig:
+    """The stdio entry that runs ``server`` as ``python -m mcpmux.servers`` inside ``sandbox``."""
+    args = ["-m", "mcpmux.servers", server.kind, "--root", str(root), "--inside-sandbox"]
+    writable = [str(root)]
+    if server.kind == "content_store":
+        # Computed here: inside the sandbox the home directory is a private, empty one.
+        database = server.database if server.database is not None else data_dir() / DATABASE_FILE
+        args += ["--database", str(database)]
+        if str(database) != ":memory:":
+            writable.append(str(Path(database).resolve().parent))
+    if server.allow_wide_root:
+        args.append("--allow-wide-root")
+    package = str(Path(mcpmux.servers.__file__).resolve().parents[2])  # a source tree or site-packages
+    boxed = sandbox.model_copy(
+        update={"writable": (*sandbox.writable, *writable), "filesystem": (*sandbox.filesystem, package)}
+    )
+    return StdioServerConfig(
+        name=server.name, command=sys.executable, args=tuple(args), cwd=root, security=ServerSecurity(sandbox=boxed)
+    )
 
 
 @asynccontextmanager

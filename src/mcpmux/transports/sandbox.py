@@ -39,6 +39,7 @@ __all__ = [
     "effective_sandbox",
     "install_prefixes",
     "landlock_argv",
+    "package_runner_note",
     "sandbox_backend",
     "sandbox_command",
     "with_effective_sandbox",
@@ -50,6 +51,7 @@ BackendName = Literal["bubblewrap", "landlock", "none"]
 BACKEND_ENV_VAR = "MCPMUX_SANDBOX_BACKEND"
 """Forces a backend (``bubblewrap`` or ``landlock``) instead of the first that works; for tests and doctors."""
 PROBE_TIMEOUT_S = 10.0
+APPARMOR_USERNS_SYSCTL = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
 SYSTEM_PATHS: tuple[str, ...] = (
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt/homebrew",
     "/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf", "/etc/nsswitch.conf", "/etc/passwd",
@@ -59,6 +61,9 @@ SYSTEM_PATHS: tuple[str, ...] = (
 )  # fmt: skip
 """Read-only in every sandbox when they exist: what programs need to load, resolve names and verify TLS."""
 _SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".py", ".pyz", ".ts")
+PACKAGE_RUNNERS = frozenset({"npx", "uvx", "bunx", "pnpx", "pipx"})
+"""Commands that fetch and cache a package before running it: a sandbox hides both cache and network."""
+_RUNNER_SUBCOMMANDS = {"uv": ("tool", "run"), "pnpm": ("dlx",), "yarn": ("dlx",), "bun": ("x",), "npm": ("exec", "x")}
 _SHEBANG_BYTES = 256
 
 
@@ -123,6 +128,29 @@ def sandbox_command(server: StdioServerConfig, executable: str, env: Mapping[str
         )
     logger.warning("server %r runs WITHOUT a sandbox (required: false): %s", server.name, reason)
     return argv
+
+
+def package_runner_note(server: StdioServerConfig) -> str | None:
+    """Why a sandboxed package runner (``npx -y``, ``uvx``, ...) may exit or hang, or ``None``.
+
+    Its failure says little ("exited with code 1", a timeout): the sandbox gives it an empty home
+    (no package cache) and, unless ``network: true``, no network to download the package.
+    """
+    sandbox = server.security.sandbox if server.security else None
+    if sandbox is None or not sandbox.enabled:
+        return None
+    runner = os.path.basename(server.command)
+    if runner.endswith(".cmd"):
+        runner = runner[:-4]
+    first = server.args[0] if server.args else ""
+    if runner not in PACKAGE_RUNNERS and first not in _RUNNER_SUBCOMMANDS.get(runner, ()):
+        return None
+    hidden = "its package cache" + ("" if sandbox.network else " and the network")
+    grant = "security.sandbox.filesystem" + ("" if sandbox.network else " and set network: true")
+    return (
+        f"{runner} runs inside the sandbox, which hides {hidden}: install the package and run its binary, "
+        f"grant its cache in {grant}, or turn the sandbox off for this server"
+    )
 
 
 def command_wrapper(
@@ -290,6 +318,9 @@ def _detect(forced: str | None) -> SandboxBackend:
     if forced in (None, "landlock"):
         reason = _landlock_exec.problem()
         if reason is None:
+            if unavailable:
+                why = unavailable[-1][1]
+                logger.warning("sandbox: bubblewrap is not usable here, falling back to Landlock: %s", why)
             return SandboxBackend("landlock", _LANDLOCK_ENFORCES, tuple(unavailable))
         unavailable.append(("landlock", reason))
     return SandboxBackend("none", (), tuple(unavailable))
@@ -306,5 +337,21 @@ def _bwrap_problem() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap could not run: {exc}"
     if done.returncode != 0:
-        return f"bwrap cannot create namespaces here: {done.stderr.decode(errors='replace').strip()[-200:]}"
+        said = done.stderr.decode(errors="replace").strip()[-200:] or f"exit code {done.returncode}"
+        return f"bwrap cannot create namespaces here: {said}{_userns_cause()}"
     return None
+
+
+def _userns_cause() -> str:
+    """Ubuntu 23.10+ blocks unprivileged user namespaces through AppArmor: say so, and how to lift it."""
+    try:
+        with open(APPARMOR_USERNS_SYSCTL, encoding="ascii") as sysctl:
+            restricted = sysctl.read().strip() == "1"
+    except OSError:
+        restricted = False
+    if not restricted:
+        return ""
+    return (
+        " (AppArmor restricts unprivileged user namespaces: kernel.apparmor_restrict_unprivileged_userns=1, "
+        "the Ubuntu 23.10+ default; give bwrap an AppArmor profile that allows userns, or set it to 0)"
+    )

@@ -3,7 +3,8 @@
 Ours rather than the SDK's ``stdio_client`` (DESIGN section 2): it resolves the command first,
 gives the child an allow-listed environment, runs it inside the server's sandbox when one is set
 (:func:`~mcpmux.transports.sandbox.sandbox_command`), caps message size, keeps stderr (ring buffer,
-log file, logger), reports the child's exit on the read stream, and stops its whole process group.
+log file, logger), reports the child's exit on the read stream, and stops its whole process group
+and, on Linux, every descendant (:mod:`mcpmux.servers._reaper`), even if mcpmux is SIGKILLed.
 
 Built on ``anyio.open_process``: the same structured-concurrency primitives as the rest of mcpmux,
 byte streams that fit the framer, and no asyncio-only API to pin us to one backend.
@@ -28,11 +29,13 @@ from mcp.shared.message import SessionMessage
 from mcpmux.config.display import looks_secret, redact
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.errors import CommandNotFound, ServerExited, TransportError
+from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE
+from mcpmux.servers._reaper import reaper_argv
 from mcpmux.transports._process import stop_process, wait_exit
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.framing import LineFramer, LineWriter, pump_lines
-from mcpmux.transports.sandbox import sandbox_command
+from mcpmux.transports.sandbox import package_runner_note, sandbox_command
 
 __all__ = ["INHERITED_ENV_PREFIXES", "INHERITED_ENV_VARS", "child_environment", "open_stdio", "resolve_command"]
 
@@ -117,7 +120,8 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     with read_send, read_receive:
         async with anyio.create_task_group() as tg:
             tg.start_soon(sink.drain, process.stderr)
-            tg.start_soon(_report_exit, server.name, process, framer, read_send, sink, exited)
+            note = package_runner_note(server)
+            tg.start_soon(_report_exit, server.name, process, framer, read_send, sink, exited, note)
             try:
                 yield TransportStreams(
                     read=read_receive,
@@ -130,7 +134,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
             finally:
                 with anyio.CancelScope(shield=True):
                     write.close()
-                    await _shutdown(process, exited)
+                    await _shutdown(process, exited, reaper=REAPER_AVAILABLE)
                     read_receive.close()
                 tg.cancel_scope.cancel()
 
@@ -139,7 +143,8 @@ async def _spawn(server: StdioServerConfig, executable: str, env: dict[str, str]
     argv = sandbox_command(server, executable, env)  # bare argv unless the server's sandbox is on
     try:
         return await anyio.open_process(
-            argv,
+            # Under the reaper, no descendant outlives the server, even one that left its group.
+            reaper_argv(argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -160,8 +165,10 @@ async def _report_exit(
     sink: MemoryObjectSendStream[Item],
     stderr: StderrSink,
     exited: anyio.Event,
+    note: str | None = None,
 ) -> None:
-    """Forward stdout until the child exits, then end the read stream with :class:`ServerExited`."""
+    """Forward stdout until the child exits, then end the read stream with :class:`ServerExited`
+    (``note`` says why a sandboxed package runner likely failed)."""
     stdout_done = anyio.Event()
 
     async def forward_stdout() -> None:
@@ -182,12 +189,21 @@ async def _report_exit(
     async with sink:
         logger.debug("server %r: process %d exited with code %d", server, process.pid, code)
         try:
-            await sink.send(ServerExited(server, None if code < 0 else code, stderr.tail()))
+            await sink.send(_exited(server, code, stderr.tail(), note))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("server %r: nobody is reading; exit not reported", server)
 
 
-async def _shutdown(process: Process, exited: anyio.Event) -> None:
+def _exited(server: str, code: int, stderr_tail: str, note: str | None) -> ServerExited:
+    # The note rides at the end of the stderr tail: the connection rebuilds this error with it.
+    tail = f"{stderr_tail.rstrip()}\n[mcpmux: {note}]" if note else stderr_tail
+    error = ServerExited(server, None if code < 0 else code, tail)
+    if note:
+        error.hint = note
+    return error
+
+
+async def _shutdown(process: Process, exited: anyio.Event, *, reaper: bool) -> None:
     """Close stdin, stop the process group, then release our pipe ends; bounded in time."""
     assert process.stdin is not None, "spawned with pipes"
     assert process.stdout is not None, "spawned with pipes"
@@ -195,7 +211,7 @@ async def _shutdown(process: Process, exited: anyio.Event) -> None:
     # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
     with anyio.move_on_after(WRITER_FLUSH_S):
         await _close_quietly(process.stdin)
-    await stop_process(process, exited)
+    await stop_process(process, exited, reaper=reaper)
     for pipe in (process.stdin, process.stdout, process.stderr):
         await _close_quietly(pipe)
 
