@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -50,6 +51,10 @@ __all__ = ["DEFAULT_CONNECT_CONCURRENCY", "Manager"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONNECT_CONCURRENCY = 16
+START_SLACK_S = 15.0
+"""Added to each wave of connects when bounding the start-up wait (handshake grace, closing a failed try)."""
+LISTINGS = 4
+"""Requests a server's first listing makes (tools, resources, templates, prompts), each under its timeout."""
 
 
 class Manager:
@@ -170,9 +175,28 @@ class Manager:
         return not (lazy and cached)
 
     async def _wait_for(self, supervisors: Sequence[Supervisor]) -> None:
-        async with anyio.create_task_group() as tg:
-            for supervisor in supervisors:
-                tg.start_soon(supervisor.wait_attempt)
+        """Wait until each of ``supervisors`` (just asked to start) has finished its first attempt."""
+        limit = self._start_wait_s(supervisors)
+        with anyio.move_on_after(limit) as scope:
+            async with anyio.create_task_group() as tg:
+                for supervisor in supervisors:
+                    # 0: the count before the first attempt; one that already ended is not waited for.
+                    tg.start_soon(supervisor.wait_attempt, 0)
+        if scope.cancelled_caught:
+            # Each attempt bounds itself; this is the backstop. The host starts anyway: those servers
+            # keep connecting in the background and a call waits for them.
+            pending = sorted(s.name for s in supervisors if s.attempts == 0)
+            logger.warning("servers still starting after %g s: %s", limit, ", ".join(pending))
+
+    def _start_wait_s(self, supervisors: Sequence[Supervisor]) -> float:
+        """How long all first attempts can take: connects queue in waves behind the connect limiter."""
+        if not supervisors:
+            return 0.0
+        waves = math.ceil(len(supervisors) / max(int(self._connect_limiter.total_tokens), 1))
+        connect = max(s.config.effective_connect_timeout_s(self.settings) for s in supervisors)
+        listing = max(s.config.effective_timeout_s(self.settings) for s in supervisors)
+        # Per wave a connect (with its grace and close); then the four listings of the last wave.
+        return waves * (connect + START_SLACK_S) + LISTINGS * listing + START_SLACK_S
 
     # -- the catalog cache ---------------------------------------------------------------------
 
@@ -323,7 +347,7 @@ class Manager:
         supervisor = await self._supervise(server)
         if start and server.enabled:
             supervisor.want()
-            await supervisor.wait_attempt()
+            await self._wait_for([supervisor])
 
     async def remove_server(self, name: str) -> None:
         """Stop supervising ``name``: close its connection and drop its tools."""
@@ -341,9 +365,10 @@ class Manager:
     async def restart(self, name: str) -> None:
         """Close and reconnect ``name``; wait for the new attempt."""
         supervisor = self.supervisor(name)
-        done = supervisor.wait_attempt
+        mark = supervisor.attempts
         supervisor.restart()
-        await done()
+        with anyio.move_on_after(self._start_wait_s([supervisor])):
+            await supervisor.wait_attempt(mark)
 
     async def refresh(self, name: str | None = None) -> None:
         """Connect (if needed) and re-list ``name`` (or every enabled server), storing the fresh lists.
