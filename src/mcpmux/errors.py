@@ -18,6 +18,7 @@ from the builtin :class:`TimeoutError`.
     │   │   └── AuthRequired           401/403: credentials are needed (exit 4)
     │   ├── MessageTooLarge            a message above ``max_message_bytes``
     │   └── ConnectionClosed           the connection closed while a request was in flight
+    │       └── SessionExpired         the HTTP peer no longer knows the session (it restarted)
     ├── ProtocolError                  the peer broke the protocol (exit 3)
     │   └── ProtocolVersionMismatch    no protocol version both sides speak
     ├── MCPTimeoutError (TimeoutError) a deadline passed (exit 3)
@@ -65,6 +66,7 @@ __all__ = [
     "ServerExited",
     "ServerNotConfigured",
     "ServerUnavailable",
+    "SessionExpired",
     "ToolDefinitionChanged",
     "ToolDenied",
     "ToolError",
@@ -249,6 +251,21 @@ class MessageTooLarge(TransportError):
 
 class ConnectionClosed(TransportError):
     """The connection closed while a request was still waiting for its answer."""
+
+
+class SessionExpired(ConnectionClosed):
+    """A Streamable HTTP peer answered that it no longer knows our session (typically: it restarted).
+
+    The request it answered was refused unseen, so it is safe to send again on a new session.
+    """
+
+    def __init__(self, server: str, url: str, status: int) -> None:
+        super().__init__(
+            server,
+            f"the session at {url} has ended (HTTP {status}: the server no longer knows it; it probably restarted)",
+            hint="a new session is opened on the next call",
+        )
+        self.url, self.status = url, status
 
 
 # -- protocol ----------------------------------------------------------------------------------

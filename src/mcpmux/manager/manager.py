@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -33,6 +33,7 @@ from mcpmux.errors import (
     MCPMuxError,
     ServerNotConfigured,
     ServerUnavailable,
+    SessionExpired,
     ToolNotFound,
 )
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_CONNECT_CONCURRENCY", "Manager"]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 DEFAULT_CONNECT_CONCURRENCY = 16
 START_SLACK_S = 15.0
@@ -281,8 +284,8 @@ class Manager:
         tool = self.resolve_tool(name)
         supervisor = self._supervisors[tool.server]
         arguments = arguments or {}
-        async with supervisor.call_slot():
-            connection = await supervisor.connection_for_call()
+
+        async def send(connection: Connection) -> types.CallToolResult:
             if tool.synthetic and tool.tool == READ_RESOURCE:
                 result = await connection.read_resource(str(arguments.get("uri", "")), timeout=timeout)
                 return _resource_as_tool_result(result)
@@ -291,6 +294,8 @@ class Manager:
                 prompt = await connection.get_prompt(str(arguments.get("name", "")), prompt_args, timeout=timeout)
                 return _prompt_as_tool_result(prompt)
             return await connection.call_tool(tool.tool, arguments, timeout=timeout, on_progress=on_progress)
+
+        return await _on_live_session(supervisor, send)
 
     def resolve_tool(self, name: str) -> ToolInfo:
         """The tool with canonical ``name``.
@@ -314,9 +319,7 @@ class Manager:
     async def read_resource(self, server: str, uri: str, *, timeout: float | None = None) -> types.ReadResourceResult:
         """Read ``uri`` from ``server``."""
         supervisor = self.supervisor(server)
-        async with supervisor.call_slot():
-            connection = await supervisor.connection_for_call()
-            return await connection.read_resource(uri, timeout=timeout)
+        return await _on_live_session(supervisor, lambda connection: connection.read_resource(uri, timeout=timeout))
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None = None, *, timeout: float | None = None
@@ -324,9 +327,9 @@ class Manager:
         """Render the prompt with canonical ``name``."""
         prompt = self.registry.resolve_prompt(name)
         supervisor = self._supervisors[prompt.server]
-        async with supervisor.call_slot():
-            connection = await supervisor.connection_for_call()
-            return await connection.get_prompt(prompt.prompt, arguments, timeout=timeout)
+        return await _on_live_session(
+            supervisor, lambda connection: connection.get_prompt(prompt.prompt, arguments, timeout=timeout)
+        )
 
     # -- management ----------------------------------------------------------------------------
 
@@ -416,6 +419,21 @@ class Manager:
             on_resource_updated=user.on_resource_updated,
             on_progress=user.on_progress,
         )
+
+
+async def _on_live_session(supervisor: Supervisor, send: Callable[[Connection], Awaitable[_T]]) -> _T:
+    """Run ``send`` on the server's live connection in one of its call slots.
+
+    A Streamable HTTP server that forgot our session (it restarted) refused the request unseen;
+    the spec's answer is a new session: the supervisor opens one and the request goes once more.
+    """
+    async with supervisor.call_slot():
+        connection = await supervisor.connection_for_call()
+        try:
+            return await send(connection)
+        except SessionExpired:
+            logger.info("server %r: session expired; sending again on a new session", supervisor.name)
+        return await send(await supervisor.connection_for_call())
 
 
 def _open_catalog(catalog: Catalog | Path | bool) -> Catalog | None:
