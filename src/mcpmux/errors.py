@@ -291,10 +291,11 @@ class MCPTimeoutError(MCPMuxError, TimeoutError):
     """A deadline passed: connect, handshake, or a request."""
 
     def __init__(self, server: str, operation: str, timeout_s: float) -> None:
-        super().__init__(
-            f"server {server!r}: {operation} timed out after {timeout_s:g} s",
-            hint="raise `timeout_ms` (or pass --timeout) if the server is just slow",
-        )
+        if operation == "connect":
+            hint = "raise the server's `connect_timeout_ms` if it is just slow to start"
+        else:
+            hint = "raise `timeout_ms` (or pass --timeout) if the server is just slow"
+        super().__init__(f"server {server!r}: {operation} timed out after {timeout_s:g} s", hint=hint)
         self.server, self.operation, self.timeout_s = server, operation, timeout_s
 
 

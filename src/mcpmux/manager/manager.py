@@ -312,8 +312,13 @@ class Manager:
             namespace = name.partition(":")[0]
             for supervisor in self._supervisors.values():
                 if supervisor.config.namespace == namespace and self.registry.catalog(supervisor.name) is None:
-                    reason = str(supervisor.last_error or supervisor.reason)
-                    raise ServerUnavailable(supervisor.name, f"its tools are unknown: {reason}") from None
+                    cause = supervisor.last_error
+                    unavailable = ServerUnavailable(
+                        supervisor.name, f"its tools are unknown: {cause or supervisor.reason}"
+                    )
+                    if cause is not None and cause.hint:
+                        unavailable.hint = cause.hint  # what fixes the cause fixes this
+                    raise unavailable from None
             raise
 
     async def read_resource(self, server: str, uri: str, *, timeout: float | None = None) -> types.ReadResourceResult:

@@ -35,6 +35,7 @@ from mcpmux.errors import (
 )
 from mcpmux.manager.backoff import CircuitBreaker, backoff_delay
 from mcpmux.manager.events import EventHub, ListChanged, StateChanged
+from mcpmux.manager.hints import explain_timeout
 from mcpmux.manager.models import ServerState, Transition
 from mcpmux.manager.registry import Registry, ServerCatalog
 
@@ -187,7 +188,9 @@ class Supervisor:
         except MCPMuxError:
             raise
         except TimeoutError as exc:
-            raise MCPTimeoutError(self.name, "connect", limit) from exc
+            error = MCPTimeoutError(self.name, "connect", limit)
+            explain_timeout(self.config, error)
+            raise error from exc
 
     async def _await_connection(self) -> Connection:
         while True:
@@ -419,6 +422,7 @@ class Supervisor:
     # -- bookkeeping ---------------------------------------------------------------------------
 
     def _record_failure(self, exc: MCPMuxError) -> None:
+        explain_timeout(self.config, exc)
         self.last_error = exc
         self.breaker.record_failure()
         # INFO, not WARNING: the failure is kept in the state and published as an event; the
