@@ -108,7 +108,9 @@ def test_ctrl_c_stops_run_with_exit_130_and_the_tool_command_ends(workdir: Path)
             child.send_signal(signal.SIGINT)
             _, err = child.communicate(timeout=20)
         finally:
-            child.kill()
+            if child.poll() is None:
+                child.kill()  # and reap it (and close its pipe): no ResourceWarning in a later test
+                child.communicate()
     assert child.returncode == 130, err
     # The sandbox's process group is killed on the way out; the kernel may take a moment to reap it.
     assert wait_for(lambda: not running("sleep 30"), timeout_s=5), running("sleep 30")
