@@ -237,6 +237,7 @@ class Supervisor:
             if not self._want:
                 await self._sleep_until_woken(None)
                 continue
+            connected_for: float | None = None
             with anyio.CancelScope() as self._session_scope:
                 connected_for = await self._session()
             self._session_scope = None
@@ -318,6 +319,10 @@ class Supervisor:
             # with the close. anyio cancellation is level-triggered: a real outer cancellation
             # still reaches the loop's next checkpoint.
             return closed
+        except BaseException:
+            self.connection = None
+            await self._close(connection)
+            raise
         self.connection = None
         closed = await self._close(connection)
         if closed is not None and (lost is None or type(lost) is ConnectionClosed):
