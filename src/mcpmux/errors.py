@@ -19,6 +19,7 @@ from the builtin :class:`TimeoutError`.
     │   ├── MessageTooLarge            a message above ``max_message_bytes``
     │   │   └── ResponseTooLarge       the answer to a request was above it; that request failed (exit 1)
     │   └── ConnectionClosed           the connection closed while a request was in flight
+    │       └── SessionExpired         the HTTP peer no longer knows the session (it restarted)
     ├── ProtocolError                  the peer broke the protocol (exit 3)
     │   └── ProtocolVersionMismatch    no protocol version both sides speak
     ├── MCPTimeoutError (TimeoutError) a deadline passed (exit 3)
@@ -67,6 +68,7 @@ __all__ = [
     "ServerExited",
     "ServerNotConfigured",
     "ServerUnavailable",
+    "SessionExpired",
     "ToolDefinitionChanged",
     "ToolDenied",
     "ToolError",
@@ -294,6 +296,21 @@ class ConnectionClosed(TransportError):
     """The connection closed while a request was still waiting for its answer."""
 
 
+class SessionExpired(ConnectionClosed):
+    """A Streamable HTTP peer answered that it no longer knows our session (typically: it restarted).
+
+    The request it answered was refused unseen, so it is safe to send again on a new session.
+    """
+
+    def __init__(self, server: str, url: str, status: int) -> None:
+        super().__init__(
+            server,
+            f"the session at {url} has ended (HTTP {status}: the server no longer knows it; it probably restarted)",
+            hint="a new session is opened on the next call",
+        )
+        self.url, self.status = url, status
+
+
 # -- protocol ----------------------------------------------------------------------------------
 
 
@@ -317,10 +334,11 @@ class MCPTimeoutError(MCPMuxError, TimeoutError):
     """A deadline passed: connect, handshake, or a request."""
 
     def __init__(self, server: str, operation: str, timeout_s: float) -> None:
-        super().__init__(
-            f"server {server!r}: {operation} timed out after {timeout_s:g} s",
-            hint="raise `timeout_ms` (or pass --timeout) if the server is just slow",
-        )
+        if operation == "connect":
+            hint = "raise the server's `connect_timeout_ms` if it is just slow to start"
+        else:
+            hint = "raise `timeout_ms` (or pass --timeout) if the server is just slow"
+        super().__init__(f"server {server!r}: {operation} timed out after {timeout_s:g} s", hint=hint)
         self.server, self.operation, self.timeout_s = server, operation, timeout_s
 
 

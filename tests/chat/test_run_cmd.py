@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mcpmux.cli.main import run
-from tests.chat.processes import running, sleepers, wait_for
+from tests.chat.processes import alive, kill_and_reap, sleeper_pids, wait_for
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 
 pytestmark = pytest.mark.network
@@ -103,12 +103,14 @@ def test_ctrl_c_stops_run_with_exit_130_and_the_tool_command_ends(workdir: Path)
             stderr=subprocess.PIPE,
             text=True,
         )
+        shells: list[int] = []
         try:
-            assert wait_for(lambda: sleepers(child.pid)), "the shell command never started"
+            assert wait_for(lambda: shells.extend(sleeper_pids(child.pid)) or shells), "the shell never started"
             child.send_signal(signal.SIGINT)
             _, err = child.communicate(timeout=20)
         finally:
-            child.kill()
+            kill_and_reap(child)  # only if still running; a failed test leaves no orphan behind
     assert child.returncode == 130, err
-    # The sandbox's process group is killed on the way out; the kernel may take a moment to reap it.
-    assert wait_for(lambda: not running("sleep 30"), timeout_s=5), running("sleep 30")
+    # Its own shell (not any `sleep 30` on the machine): the sandbox's process group is killed on the
+    # way out; the kernel may take a moment to reap it.
+    assert wait_for(lambda: not alive(shells), timeout_s=10), alive(shells)

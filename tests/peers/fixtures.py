@@ -55,6 +55,7 @@ __all__ = [
     "peers_dir",
     "python_peer",
     "run_everything",
+    "run_listening",
     "sqlite_command",
     "stdio_command",
     "stop_process_group",
@@ -64,6 +65,7 @@ INSTALL_HINT = "run scripts/install-peers"
 STDIO_PEERS = ("everything", "filesystem", "memory", "time", "git")
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 5.0
+KILL_REAP_TIMEOUT_S = 60.0
 _POLL_INTERVAL_S = 0.02
 _PORT_ATTEMPTS = 3
 
@@ -349,8 +351,10 @@ def stop_process_group(process: subprocess.Popen[bytes], timeout_s: float = STOP
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, sig)
+        # After SIGKILL the leader is always reaped (a loaded machine may take a while): a Popen
+        # left running is a ResourceWarning that filterwarnings=error pins on a later, unrelated test.
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout_s)
+            process.wait(timeout_s if sig == signal.SIGTERM else max(timeout_s, KILL_REAP_TIMEOUT_S))
         if process.returncode is not None and _wait_group_gone(pgid, timeout_s):
             return
     raise AssertionError(f"process group {pgid} survived SIGKILL")
@@ -375,10 +379,13 @@ def _read_log(log: IO[bytes]) -> str:
     return log.read()[-4000:].decode(errors="replace")
 
 
-def _start_listening(argv: Sequence[str], log: IO[bytes], timeout_s: float) -> tuple[subprocess.Popen[bytes], int]:
+def _start_listening(
+    argv: Sequence[str], log: IO[bytes], timeout_s: float, port: int | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
     deadline = time.monotonic() + timeout_s
+    wanted = port
     for _attempt in range(_PORT_ATTEMPTS):
-        port = free_port()
+        port = wanted or free_port()
         env = loopback_env() | {"PORT": str(port)}
         process = subprocess.Popen(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -396,7 +403,7 @@ def _start_listening(argv: Sequence[str], log: IO[bytes], timeout_s: float) -> t
         stop_process_group(process)
         # Lost the race for the free port to another process: take another one.
         output = _read_log(log)
-        if "EADDRINUSE" not in output and "already in use" not in output:
+        if wanted is not None or ("EADDRINUSE" not in output and "already in use" not in output):
             break
         log.seek(0)
         log.truncate()
@@ -404,8 +411,10 @@ def _start_listening(argv: Sequence[str], log: IO[bytes], timeout_s: float) -> t
 
 
 @contextlib.contextmanager
-def run_everything(transport: EverythingTransport, *, timeout_s: float = START_TIMEOUT_S) -> Iterator[PeerServer]:
-    """Run server-everything over HTTP (``streamableHttp``) or SSE on a free 127.0.0.1 port.
+def run_everything(
+    transport: EverythingTransport, *, timeout_s: float = START_TIMEOUT_S, port: int | None = None
+) -> Iterator[PeerServer]:
+    """Run server-everything over HTTP (``streamableHttp``) or SSE on a free 127.0.0.1 port (or ``port``).
 
     Waits (at most ``timeout_s``) until it listens on its port; on exit stops the process
     group and checks it is gone. Its output (it logs every HTTP request) goes to a temporary file,
@@ -418,9 +427,23 @@ def run_everything(transport: EverythingTransport, *, timeout_s: float = START_T
     """
     argv = [str(node22()), str(everything_js()), transport]
     with tempfile.TemporaryFile() as log:
-        process, port = _start_listening(argv, log, timeout_s)
+        process, bound = _start_listening(argv, log, timeout_s, port)
         try:
-            yield PeerServer(url=f"http://127.0.0.1:{port}{_ENDPOINTS[transport]}", port=port, pid=process.pid)
+            yield PeerServer(url=f"http://127.0.0.1:{bound}{_ENDPOINTS[transport]}", port=bound, pid=process.pid)
+        finally:
+            stop_process_group(process)
+
+
+@contextlib.contextmanager
+def run_listening(argv: Sequence[str], *, port: int | None = None, timeout_s: float = START_TIMEOUT_S) -> Iterator[int]:
+    """Run ``argv`` (which reads its port from ``PORT``) until it listens on 127.0.0.1; yield the port.
+
+    Runs in its own process group; on exit the group is stopped and reaped.
+    """
+    with tempfile.TemporaryFile() as log:
+        process, bound = _start_listening(argv, log, timeout_s, port)
+        try:
+            yield bound
         finally:
             stop_process_group(process)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -157,6 +158,27 @@ def test_stopping_a_process_group_kills_its_grandchildren() -> None:
     script = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {sleeper!r}]); time.sleep(60)"
     process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     stop_process_group(process, timeout_s=5)
+    assert process.returncode is not None
+
+
+class SlowToDie(subprocess.Popen[bytes]):
+    """A child whose short waits all time out, as on a loaded machine where a kill takes seconds to act."""
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is not None and timeout < 1:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return super().wait(timeout)
+
+
+def test_stopping_a_process_group_always_reaps_the_leader() -> None:
+    script = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True); time.sleep(60)"
+    process = SlowToDie([sys.executable, "-c", script], start_new_session=True, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    with process.stdout:
+        process.stdout.readline()  # SIGTERM is ignored from here on
+        with contextlib.suppress(AssertionError):
+            stop_process_group(process, timeout_s=0.5)
+    # Reaped: an unreaped Popen is a ResourceWarning that fails a later test under filterwarnings=error.
     assert process.returncode is not None
 
 

@@ -16,6 +16,7 @@ from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
 from mcpmux.config.models import Settings, SseServerConfig, StreamableHttpServerConfig
+from mcpmux.connection import Connection
 from mcpmux.errors import AuthRequired, ConnectFailed, HTTPStatusError
 from mcpmux.transports import open_transport
 from tests.transports.conftest import WAIT_S, echo_server, free_port, running_uvicorn, session_over
@@ -92,11 +93,22 @@ async def test_an_sse_stream_refused_with_a_status_raises_our_error(status: int,
     assert caught.value.status == status
 
 
-async def test_a_refused_streamable_http_connection_raises_connect_failed() -> None:
+async def test_a_refused_streamable_http_connection_ends_the_session_with_connect_failed() -> None:
+    # Not raised out of the transport: that crashed the session's task group and its host.
+    config = StreamableHttpServerConfig(name="web", url=f"http://127.0.0.1:{free_port()}/mcp")
+    received = Received()
+    with anyio.fail_after(WAIT_S):
+        async with session_over(config, Settings(), message_handler=received) as (_streams, session):
+            with pytest.raises(MCPError, match="Connection closed"):
+                await session.initialize()
+    assert [type(error) for error in received.errors] == [ConnectFailed]
+
+
+async def test_a_refused_streamable_http_connection_fails_the_connection_with_connect_failed() -> None:
     config = StreamableHttpServerConfig(name="web", url=f"http://127.0.0.1:{free_port()}/mcp")
     with anyio.fail_after(WAIT_S), pytest.raises(ConnectFailed):
-        async with session_over(config, Settings()) as (_streams, session):
-            await session.initialize()
+        async with Connection(config, Settings()):
+            pass
 
 
 async def test_a_refused_sse_connection_raises_connect_failed() -> None:
@@ -163,8 +175,8 @@ async def test_tls_verification_is_configurable_and_failure_is_connect_failed(
             config = StreamableHttpServerConfig(name="tls", url=f"https://127.0.0.1:{port}/mcp", verify_tls=verify)
             if verify:
                 with pytest.raises(ConnectFailed) as caught:
-                    async with session_over(config, Settings()) as (_streams, session):
-                        await session.initialize()
+                    async with Connection(config, Settings()):
+                        pass
                 assert "TLS" in caught.value.reason
                 assert "CERTIFICATE_VERIFY_FAILED" in caught.value.reason
             else:

@@ -166,6 +166,28 @@ def _guess_type(target: tuple[str, ...]) -> str:
     return "sse" if target[0].rstrip("/").endswith("/sse") else "http"
 
 
+class DurationMs(click.ParamType[int]):
+    """A duration given as seconds (``120``, ``120s``, ``1.5s``), minutes (``2m``) or ``ms``; in milliseconds."""
+
+    name = "duration"
+    _UNITS = (("ms", 1.0), ("s", 1000.0), ("m", 60_000.0))
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        text = str(value).strip().lower()
+        factor = 1000.0
+        for suffix, unit in self._UNITS:
+            if text.endswith(suffix):
+                text, factor = text.removesuffix(suffix).strip(), unit
+                break
+        try:
+            milliseconds = round(float(text) * factor)
+        except ValueError:
+            self.fail(f"{value!r} is not a duration (examples: 120, 120s, 2m, 90000ms)", param, ctx)
+        if milliseconds < 1:
+            self.fail(f"{value!r} is not a positive duration", param, ctx)
+        return milliseconds
+
+
 @click.command("add")
 @click.argument("name", required=False)
 @click.argument("target", nargs=-1, type=click.UNPROCESSED, metavar="[--] COMMAND [ARGS]... | URL")
@@ -174,6 +196,12 @@ def _guess_type(target: tuple[str, ...]) -> str:
 @click.option("--env", "-e", "envs", multiple=True, metavar="K=V", help="Environment of a stdio server (repeat).")
 @click.option("--header", "-H", "headers", multiple=True, metavar="'K: V'", help="HTTP header (repeat).")
 @click.option("--timeout", type=click.IntRange(min=1), metavar="MS", help="Request timeout in milliseconds.")
+@click.option(
+    "--connect-timeout",
+    type=DurationMs(),
+    metavar="DURATION",
+    help="Time to start and connect, e.g. 120s or 90000ms (a bare number is seconds); npx/uvx first runs need more.",
+)
 @click.option(
     "--from-registry",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -188,6 +216,7 @@ def add_cmd(
     envs: tuple[str, ...],
     headers: tuple[str, ...],
     timeout: int | None,
+    connect_timeout: int | None,
     from_registry: Path | None,
 ) -> int:
     """Add server NAME: `add NAME -- COMMAND [ARGS]...` (stdio) or `add NAME -t http URL`.
@@ -203,6 +232,8 @@ def add_cmd(
     entry = build_entry(name, transport, target, _pairs(envs, "=", "--env"), _pairs(headers, ":", "--header"))
     if timeout is not None:
         entry["timeout_ms"] = timeout
+    if connect_timeout is not None:
+        entry["connect_timeout_ms"] = connect_timeout
     write_entry("add", entry, scope)
     return 0
 

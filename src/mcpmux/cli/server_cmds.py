@@ -46,6 +46,7 @@ def _redact(text: str) -> str:
 @asynccontextmanager
 async def _connected(name: str) -> AsyncIterator[Connection]:
     from mcpmux.connection import Connection
+    from mcpmux.manager.hints import explain_timeout
 
     config = load_config(state().config_path)
     state().secrets = config.secret_values
@@ -58,6 +59,9 @@ async def _connected(name: str) -> AsyncIterator[Connection]:
     try:
         connection = Connection(server, config.settings)
         await connection.connect()
+    except MCPMuxError as exc:
+        explain_timeout(server, exc)
+        raise
     finally:
         if progress is not None:
             progress.stop()

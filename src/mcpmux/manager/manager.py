@@ -11,12 +11,13 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -32,6 +33,7 @@ from mcpmux.errors import (
     MCPMuxError,
     ServerNotConfigured,
     ServerUnavailable,
+    SessionExpired,
     ToolNotFound,
 )
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
@@ -49,7 +51,13 @@ __all__ = ["DEFAULT_CONNECT_CONCURRENCY", "Manager"]
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 DEFAULT_CONNECT_CONCURRENCY = 16
+START_SLACK_S = 15.0
+"""Added to each wave of connects when bounding the start-up wait (handshake grace, closing a failed try)."""
+LISTINGS = 4
+"""Requests a server's first listing makes (tools, resources, templates, prompts), each under its timeout."""
 
 
 class Manager:
@@ -170,9 +178,28 @@ class Manager:
         return not (lazy and cached)
 
     async def _wait_for(self, supervisors: Sequence[Supervisor]) -> None:
-        async with anyio.create_task_group() as tg:
-            for supervisor in supervisors:
-                tg.start_soon(supervisor.wait_attempt)
+        """Wait until each of ``supervisors`` (just asked to start) has finished its first attempt."""
+        limit = self._start_wait_s(supervisors)
+        with anyio.move_on_after(limit) as scope:
+            async with anyio.create_task_group() as tg:
+                for supervisor in supervisors:
+                    # 0: the count before the first attempt; one that already ended is not waited for.
+                    tg.start_soon(supervisor.wait_attempt, 0)
+        if scope.cancelled_caught:
+            # Each attempt bounds itself; this is the backstop. The host starts anyway: those servers
+            # keep connecting in the background and a call waits for them.
+            pending = sorted(s.name for s in supervisors if s.attempts == 0)
+            logger.warning("servers still starting after %g s: %s", limit, ", ".join(pending))
+
+    def _start_wait_s(self, supervisors: Sequence[Supervisor]) -> float:
+        """How long all first attempts can take: connects queue in waves behind the connect limiter."""
+        if not supervisors:
+            return 0.0
+        waves = math.ceil(len(supervisors) / max(int(self._connect_limiter.total_tokens), 1))
+        connect = max(s.config.effective_connect_timeout_s(self.settings) for s in supervisors)
+        listing = max(s.config.effective_timeout_s(self.settings) for s in supervisors)
+        # Per wave a connect (with its grace and close); then the four listings of the last wave.
+        return waves * (connect + START_SLACK_S) + LISTINGS * listing + START_SLACK_S
 
     # -- the catalog cache ---------------------------------------------------------------------
 
@@ -257,8 +284,8 @@ class Manager:
         tool = self.resolve_tool(name)
         supervisor = self._supervisors[tool.server]
         arguments = arguments or {}
-        async with supervisor.call_slot():
-            connection = await supervisor.connection_for_call()
+
+        async def send(connection: Connection) -> types.CallToolResult:
             if tool.synthetic and tool.tool == READ_RESOURCE:
                 result = await connection.read_resource(str(arguments.get("uri", "")), timeout=timeout)
                 return _resource_as_tool_result(result)
@@ -267,6 +294,8 @@ class Manager:
                 prompt = await connection.get_prompt(str(arguments.get("name", "")), prompt_args, timeout=timeout)
                 return _prompt_as_tool_result(prompt)
             return await connection.call_tool(tool.tool, arguments, timeout=timeout, on_progress=on_progress)
+
+        return await _on_live_session(supervisor, send)
 
     def resolve_tool(self, name: str) -> ToolInfo:
         """The tool with canonical ``name``.
@@ -283,16 +312,19 @@ class Manager:
             namespace = name.partition(":")[0]
             for supervisor in self._supervisors.values():
                 if supervisor.config.namespace == namespace and self.registry.catalog(supervisor.name) is None:
-                    reason = str(supervisor.last_error or supervisor.reason)
-                    raise ServerUnavailable(supervisor.name, f"its tools are unknown: {reason}") from None
+                    cause = supervisor.last_error
+                    unavailable = ServerUnavailable(
+                        supervisor.name, f"its tools are unknown: {cause or supervisor.reason}"
+                    )
+                    if cause is not None and cause.hint:
+                        unavailable.hint = cause.hint  # what fixes the cause fixes this
+                    raise unavailable from None
             raise
 
     async def read_resource(self, server: str, uri: str, *, timeout: float | None = None) -> types.ReadResourceResult:
         """Read ``uri`` from ``server``."""
         supervisor = self.supervisor(server)
-        async with supervisor.call_slot():
-            connection = await supervisor.connection_for_call()
-            return await connection.read_resource(uri, timeout=timeout)
+        return await _on_live_session(supervisor, lambda connection: connection.read_resource(uri, timeout=timeout))
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None = None, *, timeout: float | None = None
@@ -300,9 +332,9 @@ class Manager:
         """Render the prompt with canonical ``name``."""
         prompt = self.registry.resolve_prompt(name)
         supervisor = self._supervisors[prompt.server]
-        async with supervisor.call_slot():
-            connection = await supervisor.connection_for_call()
-            return await connection.get_prompt(prompt.prompt, arguments, timeout=timeout)
+        return await _on_live_session(
+            supervisor, lambda connection: connection.get_prompt(prompt.prompt, arguments, timeout=timeout)
+        )
 
     # -- management ----------------------------------------------------------------------------
 
@@ -323,7 +355,7 @@ class Manager:
         supervisor = await self._supervise(server)
         if start and server.enabled:
             supervisor.want()
-            await supervisor.wait_attempt()
+            await self._wait_for([supervisor])
 
     async def remove_server(self, name: str) -> None:
         """Stop supervising ``name``: close its connection and drop its tools."""
@@ -341,9 +373,10 @@ class Manager:
     async def restart(self, name: str) -> None:
         """Close and reconnect ``name``; wait for the new attempt."""
         supervisor = self.supervisor(name)
-        done = supervisor.wait_attempt
+        mark = supervisor.attempts
         supervisor.restart()
-        await done()
+        with anyio.move_on_after(self._start_wait_s([supervisor])):
+            await supervisor.wait_attempt(mark)
 
     async def refresh(self, name: str | None = None) -> None:
         """Connect (if needed) and re-list ``name`` (or every enabled server), storing the fresh lists.
@@ -391,6 +424,21 @@ class Manager:
             on_resource_updated=user.on_resource_updated,
             on_progress=user.on_progress,
         )
+
+
+async def _on_live_session(supervisor: Supervisor, send: Callable[[Connection], Awaitable[_T]]) -> _T:
+    """Run ``send`` on the server's live connection in one of its call slots.
+
+    A Streamable HTTP server that forgot our session (it restarted) refused the request unseen;
+    the spec's answer is a new session: the supervisor opens one and the request goes once more.
+    """
+    async with supervisor.call_slot():
+        connection = await supervisor.connection_for_call()
+        try:
+            return await send(connection)
+        except SessionExpired:
+            logger.info("server %r: session expired; sending again on a new session", supervisor.name)
+        return await send(await supervisor.connection_for_call())
 
 
 def _open_catalog(catalog: Catalog | Path | bool) -> Catalog | None:

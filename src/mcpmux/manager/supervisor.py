@@ -31,9 +31,11 @@ from mcpmux.errors import (
     MCPTimeoutError,
     ProtocolVersionMismatch,
     ServerUnavailable,
+    TransportError,
 )
 from mcpmux.manager.backoff import CircuitBreaker, backoff_delay
 from mcpmux.manager.events import EventHub, ListChanged, StateChanged
+from mcpmux.manager.hints import explain_timeout
 from mcpmux.manager.models import ServerState, Transition
 from mcpmux.manager.registry import Registry, ServerCatalog
 
@@ -92,6 +94,9 @@ class Supervisor:
         self._restart = False
         self._wake = anyio.Event()
         self._attempt_done = anyio.Event()
+        self._attempts = 0
+        self._ended = False
+        self._session_scope: anyio.CancelScope | None = None
         self._interrupt = anyio.Event()
         self._relist = anyio.Event()
         self._relist_kinds: set[str] = set()
@@ -128,10 +133,13 @@ class Supervisor:
         self.want()
 
     def stop(self) -> None:
-        """End the run loop; the connection is closed by the loop's own task."""
+        """End the run loop at once, even mid-connect; the connection is closed by the loop's own task."""
         self._stopping = True
         self._interrupt.set()
         self._wake.set()
+        if self._session_scope is not None:
+            # A connect can take its whole connect timeout: a stop (Ctrl-C) must not wait for it.
+            self._session_scope.cancel()
 
     def notify_list_changed(self, kind: str) -> None:
         """A ``list_changed`` notification arrived: re-list ``kind`` soon (bursts are coalesced)."""
@@ -143,9 +151,20 @@ class Supervisor:
         connection = await self.connection_for_call()
         await self._refresh(connection, None)
 
-    async def wait_attempt(self) -> None:
-        """Wait until the current (or next) connect attempt has finished, success or not."""
-        await self._attempt_done.wait()
+    @property
+    def attempts(self) -> int:
+        """How many connect attempts have finished (success or not) since supervision began."""
+        return self._attempts
+
+    async def wait_attempt(self, after: int | None = None) -> None:
+        """Wait until a connect attempt finishes after the first ``after`` ones (default: the current count).
+
+        Pass the :attr:`attempts` read before asking for a connection: an attempt that ends
+        before this wait begins still counts. Returns at once once the run loop has ended.
+        """
+        mark = self._attempts if after is None else after
+        while self._attempts <= mark and not self._ended:
+            await self._attempt_done.wait()
 
     # -- calls --------------------------------------------------------------------------------
 
@@ -169,7 +188,9 @@ class Supervisor:
         except MCPMuxError:
             raise
         except TimeoutError as exc:
-            raise MCPTimeoutError(self.name, "connect", limit) from exc
+            error = MCPTimeoutError(self.name, "connect", limit)
+            explain_timeout(self.config, error)
+            raise error from exc
 
     async def _await_connection(self) -> Connection:
         while True:
@@ -177,9 +198,11 @@ class Supervisor:
             if connection is not None and connection.is_connected:
                 return connection
             self._raise_if_open()
-            done = self._attempt_done
+            if self._ended or self._stopping:
+                raise ServerUnavailable(self.name, "its supervision was stopped")
+            mark = self._attempts
             self.want()
-            await done.wait()
+            await self.wait_attempt(mark)
             if self.connection is None and self.last_error is not None:
                 raise self.last_error.with_traceback(None)
 
@@ -214,7 +237,10 @@ class Supervisor:
             if not self._want:
                 await self._sleep_until_woken(None)
                 continue
-            connected_for = await self._session()
+            connected_for: float | None = None
+            with anyio.CancelScope() as self._session_scope:
+                connected_for = await self._session()
+            self._session_scope = None
             if self.is_stopping():
                 break
             if self._restart:
@@ -227,6 +253,7 @@ class Supervisor:
             if attempt:
                 await self._sleep_until_woken(backoff_delay(attempt))
         self._set(ServerState.CONFIGURED if self.config.enabled else ServerState.DISABLED, "stopped")
+        self._ended = True
         self._signal_attempt()
 
     def _after_failure(self, attempt: int) -> int:
@@ -258,29 +285,70 @@ class Supervisor:
             async with self._connect_limiter:
                 info = await connection.connect()
             await self._refresh(connection, None)
-        except MCPMuxError as exc:
+        except Exception as exc:  # noqa: BLE001 - not swallowed: kept as the server's failure and reason
+            # Whatever one server's start raises is this server's failure, never the host's.
+            failure = self._as_failure(exc, "connecting")
             await self._close(connection)
-            self._record_failure(exc)
+            self._record_failure(failure)
             self._signal_attempt()
             return None
+        except BaseException:
+            await self._close(connection)  # cancelled (stop, Ctrl-C): the child is still stopped and reaped
+            raise
         started = time.monotonic()
         self.connection, self.connected_at, self.last_error = connection, time.time(), None
         self.connects += 1
         self.breaker.record_success()
         self._set(ServerState.CONNECTED, f"{info.describe} (protocol {info.protocol_version})")
         self._signal_attempt()
-        try:
-            lost = await self._watch(connection)
-        finally:
-            self.connection = None
-            await self._close(connection)
+        lost = await self._serve(connection)
         if lost is not None and not self._stopping and not self._restart:
             self._record_failure(lost)
         return time.monotonic() - started
 
-    async def _close(self, connection: Connection) -> None:
-        # Connection.close shields and bounds itself; it must run in this task, which opened it.
-        await connection.close()
+    async def _serve(self, connection: Connection) -> MCPMuxError | None:
+        """Watch the live connection until it ends, then close it; return why it was lost, if it was."""
+        try:
+            lost = await self._watch(connection)
+        except anyio.get_cancelled_exc_class():
+            self.connection = None
+            closed = await self._close(connection)
+            if closed is None or self._stopping:
+                raise
+            # The connection's task group failed and cancelled this task with it; the failure ended
+            # with the close. anyio cancellation is level-triggered: a real outer cancellation
+            # still reaches the loop's next checkpoint.
+            return closed
+        except BaseException:
+            self.connection = None
+            await self._close(connection)
+            raise
+        self.connection = None
+        closed = await self._close(connection)
+        if closed is not None and (lost is None or type(lost) is ConnectionClosed):
+            lost = closed  # the transport's own account of the end says more
+        return lost
+
+    async def _close(self, connection: Connection) -> MCPMuxError | None:
+        """Close ``connection`` in this task (which opened it); return what its end raised, if anything."""
+        try:
+            # Connection.close shields and bounds itself.
+            await connection.close()
+        except Exception as exc:  # noqa: BLE001 - not swallowed: returned as the reason the server was lost
+            return self._as_failure(exc, "closing")
+        return None
+
+    def _as_failure(self, exc: Exception, during: str) -> MCPMuxError:
+        """``exc`` as this server's failure: itself, the one mcpmux error in a group, or a wrapped foreign error."""
+        leaf: BaseException = exc
+        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, MCPMuxError):
+            return leaf
+        logger.warning("server %r: unexpected failure while %s", self.name, during, exc_info=exc)
+        failure = TransportError(self.name, f"unexpected failure while {during}: {exc!r}")
+        failure.__cause__ = exc
+        return failure
 
     async def _watch(self, connection: Connection) -> MCPMuxError | None:
         lost: list[MCPMuxError] = []
@@ -359,6 +427,7 @@ class Supervisor:
     # -- bookkeeping ---------------------------------------------------------------------------
 
     def _record_failure(self, exc: MCPMuxError) -> None:
+        explain_timeout(self.config, exc)
         self.last_error = exc
         self.breaker.record_failure()
         # INFO, not WARNING: the failure is kept in the state and published as an event; the
@@ -366,8 +435,10 @@ class Supervisor:
         logger.info("%s", exc)
 
     def _signal_attempt(self) -> None:
-        self._attempt_done.set()
-        self._attempt_done = anyio.Event()
+        # Count first, then wake: a waiter checks the count, so a replaced event loses no wake-up.
+        self._attempts += 1
+        done, self._attempt_done = self._attempt_done, anyio.Event()
+        done.set()
 
     def _set(self, state: ServerState, reason: str) -> None:
         old = self.state

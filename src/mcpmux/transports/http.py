@@ -9,14 +9,23 @@ foreign errors here, where they are met. The SDK surfaces failures in three ways
   hook records it and an :class:`AuthRequired` / :class:`HTTPStatusError` item is put on the read
   stream just before that answer;
 - exception items on the SDK's read stream: converted to :class:`TransportError` subclasses.
+
+A lost peer ends the session like a dead child ends a stdio one (Streamable HTTP): a request that
+cannot reach the server, a response cut off, or an answer saying the server no longer knows our
+session (404, or server-everything's 400) puts the cause on the read stream and ends it, so calls
+in flight fail at once with that cause and the supervisor reconnects. Without this the SDK's
+request task raises into its task group, which took the whole session (and its host) down.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import NoReturn
 
 import anyio
 import httpx2
@@ -28,7 +37,14 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from mcpmux.config.models import NetworkServerConfig, Settings, SseServerConfig, StreamableHttpServerConfig
-from mcpmux.errors import AuthRequired, ConnectFailed, ConnectionClosed, HTTPStatusError, TransportError
+from mcpmux.errors import (
+    AuthRequired,
+    ConnectFailed,
+    ConnectionClosed,
+    HTTPStatusError,
+    SessionExpired,
+    TransportError,
+)
 from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.framing import parse_message
 
@@ -40,6 +56,9 @@ STREAM_IDLE_TIMEOUT_S = 300.0
 """Floor of the read timeout: a server may stay silent on an event stream for minutes."""
 
 READ_BUFFER_ITEMS = 16
+REPORT_TIMEOUT_S = 5.0
+"""Bound on handing the session the cause of its end (it reads without pause; a bound all the same)."""
+SESSION_HEADER = "mcp-session-id"
 
 Item = SessionMessage | Exception
 SdkStreams = tuple[ReadStream[Item], WriteStream[SessionMessage]]
@@ -91,9 +110,18 @@ class _StatusRecorder:
         self.server = server
         self.pending: list[Exception] = []
         self.sink: MemoryObjectSendStream[Item] | None = None
+        self.ended: TransportError | None = None
 
     async def __call__(self, response: httpx2.Response) -> None:
         status = response.status_code
+        if response.extensions.get(_SYNTHETIC):
+            return  # our stand-in for a request that never got an answer; its cause is reported already
+        if status in (400, 404) and SESSION_HEADER in response.request.headers:
+            await response.aread()
+            if status == 404 or _names_the_session(response.content):
+                # Spec (2025-11-25, session management): 404 to a request with a session id means
+                # the session is gone; server-everything answers 400 "No valid session ID".
+                await self.lose(SessionExpired(self.server, str(response.request.url), status))
         if not (status in (401, 403, 404) or status >= 500) or response.request.method == "DELETE":
             return
         await response.aread()
@@ -111,6 +139,34 @@ class _StatusRecorder:
                 return
         self.pending.append(error)
 
+    async def lose(self, cause: TransportError) -> NoReturn:
+        """End the session with ``cause`` (once), then wait to be cancelled by the transport's exit.
+
+        Called from inside an SDK request task: returning or raising would make the SDK write into
+        a session that has ended, or crash its task group.
+        """
+        await self.end_session(cause)
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def end_session(self, cause: TransportError) -> None:
+        """Put ``cause`` on the read stream and close it: the session ends, its waiting requests fail with it."""
+        if self.ended is not None:
+            return
+        self.ended = cause
+        logger.info("%s", cause)
+        sink = self.sink
+        if sink is None:
+            return
+        with anyio.move_on_after(REPORT_TIMEOUT_S):
+            try:
+                while self.pending:
+                    await sink.send(self.pending.pop(0))
+                await sink.send(cause)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                logger.debug("server %r: session already gone, %s not reported", self.server, cause)
+        sink.close()
+
     def convert(self, item: Item, url: str) -> Item:
         """An item of the SDK's read stream as an item of ours."""
         if isinstance(item, httpx2.HTTPError):
@@ -120,6 +176,17 @@ class _StatusRecorder:
         error = TransportError(self.server, f"transport failure: {item!r}")
         error.__cause__ = item
         return error
+
+
+def _names_the_session(content: bytes) -> bool:
+    """Whether a 400 body is a JSON-RPC error about the session, refused before any request id was read."""
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return b"session" in content.lower()
+    if not isinstance(body, dict) or body.get("id") is not None or not isinstance(body.get("error"), dict):
+        return False
+    return "session" in str(body["error"].get("message", "")).lower()
 
 
 def _is_jsonrpc_error(content: bytes) -> bool:
@@ -142,14 +209,86 @@ async def _forward(
             logger.debug("http reader stopped, the session closed its stream")
 
 
-def _client_factory(server: NetworkServerConfig, settings: Settings, recorder: _StatusRecorder) -> httpx2.AsyncClient:
+_SYNTHETIC = "mcpmux.synthetic"
+"""Response extension marking a stand-in answer made by :class:`_LossGuard`."""
+
+
+class _GuardedBody(httpx2.AsyncByteStream):
+    """A response body whose network failure ends the session instead of raising into the SDK."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, recorder: _StatusRecorder, url: str) -> None:
+        self._inner, self._recorder, self._url = inner, recorder, url
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except (httpx2.NetworkError, httpx2.RemoteProtocolError) as exc:
+            # The peer went away mid-answer (killed, restarted, network cut).
+            await self._recorder.lose(map_http_error(self._recorder.server, self._url, exc))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _LossGuard(httpx2.AsyncBaseTransport):
+    """Wraps the HTTP transport so that a lost peer ends the MCP session rather than crashing it.
+
+    The SDK runs each request's POST in its session's task group and lets an ``httpx2`` error
+    escape it; one refused connection then cancelled the session, and the error came out of the
+    connection's close. Here a request that cannot be sent, or a body cut off, ends the session
+    with the mapped error (:meth:`_StatusRecorder.lose`); the SDK's task then waits for the
+    transport's exit, which cancels it: it writes nothing into a session that has ended.
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, recorder: _StatusRecorder, url: str) -> None:
+        self._inner, self._recorder, self._url = inner, recorder, url
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._recorder.ended is not None:
+            if request.method == "DELETE":
+                # Closing a session that is over: do not wait on a peer that is gone.
+                return httpx2.Response(204, request=request, extensions={_SYNTHETIC: True})
+            await anyio.sleep_forever()
+        try:
+            response = await self._inner.handle_async_request(request)
+        except httpx2.TransportError as exc:
+            if request.method == "DELETE":
+                raise  # the SDK reports a failed DELETE itself
+            await self._recorder.lose(map_http_error(self._recorder.server, self._url, exc))
+        stream = response.stream
+        assert isinstance(stream, httpx2.AsyncByteStream), "an async transport returns an async body"
+        response.stream = _GuardedBody(stream, self._recorder, self._url)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``*_PROXY``, honouring ``NO_PROXY``), as httpx would pick."""
+    parsed = httpx2.URL(url)
+    if urllib.request.proxy_bypass(parsed.host):
+        return None
+    return urllib.request.getproxies().get(parsed.scheme)
+
+
+def _client_factory(
+    server: NetworkServerConfig, settings: Settings, recorder: _StatusRecorder, *, guard: bool = False
+) -> httpx2.AsyncClient:
     connect_s = server.effective_connect_timeout_s(settings)
     read_s = max(server.effective_timeout_s(settings), STREAM_IDLE_TIMEOUT_S)
+    transport: httpx2.AsyncBaseTransport | None = None
+    if guard:
+        # An explicit transport turns off the client's own proxy lookup: do it here.
+        inner = httpx2.AsyncHTTPTransport(verify=server.verify_tls, proxy=_proxy_for(server.url))
+        transport = _LossGuard(inner, recorder, server.url)
     return httpx2.AsyncClient(
         headers={key: value.get_secret_value() for key, value in server.headers.items()},
         timeout=httpx2.Timeout(connect_s, connect=connect_s, read=read_s, write=read_s, pool=connect_s),
         verify=server.verify_tls,
         event_hooks={"response": [recorder]},
+        transport=transport,
     )
 
 
@@ -196,7 +335,7 @@ async def open_streamable_http(
         AuthRequired, HTTPStatusError: put on the read stream before the failed request's answer.
     """
     recorder = _StatusRecorder(server.name)
-    async with _client_factory(server, settings, recorder) as client:
+    async with _client_factory(server, settings, recorder, guard=True) as client:
 
         def opener() -> Opened:
             return streamable_http_client(server.url, http_client=client)

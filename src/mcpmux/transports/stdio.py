@@ -208,12 +208,22 @@ async def _shutdown(process: Process, exited: anyio.Event, *, reaper: bool) -> N
     assert process.stdin is not None, "spawned with pipes"
     assert process.stdout is not None, "spawned with pipes"
     assert process.stderr is not None, "spawned with pipes"
-    # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
-    with anyio.move_on_after(WRITER_FLUSH_S):
-        await _close_quietly(process.stdin)
-    await stop_process(process, exited, reaper=reaper)
+    async with anyio.create_task_group() as tg:
+        # The exit reporter is cancelled with the session when the caller is (stop, Ctrl-C): watch
+        # the exit here too, or a child that died at once would be waited for and called a survivor.
+        tg.start_soon(_note_exit, process, exited)
+        # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
+        with anyio.move_on_after(WRITER_FLUSH_S):
+            await _close_quietly(process.stdin)
+        await stop_process(process, exited, reaper=reaper)
+        tg.cancel_scope.cancel()
     for pipe in (process.stdin, process.stdout, process.stderr):
         await _close_quietly(pipe)
+
+
+async def _note_exit(process: Process, exited: anyio.Event) -> None:
+    await wait_exit(process)
+    exited.set()
 
 
 async def _close_quietly(pipe: AsyncResource) -> None:
