@@ -127,7 +127,11 @@ def _named_servers(tree: dict[str, Any], source: str, kind: str, key: str) -> Do
 
 def _vscode(tree: dict[str, Any], source: str, path: Path | None) -> Document:
     doc = _named_servers(tree, source, "vscode", "servers")
-    declared = {str(i.get("id")) for i in tree.get("inputs") or [] if isinstance(i, dict)}
+    inputs = tree.get("inputs") or []
+    if not isinstance(inputs, list):
+        doc.problem(("inputs",), f"expected a list of inputs, found {type(inputs).__name__}")
+        inputs = []
+    declared = {str(i.get("id")) for i in inputs if isinstance(i, dict)}
     folder = _workspace_folder(path)
     for server in doc.servers:
         server.data = _replace_vscode_vars(server.data, folder)
