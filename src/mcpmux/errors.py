@@ -9,7 +9,8 @@ from the builtin :class:`TimeoutError`.
 
     MCPMuxError
     ├── ConfigError                    invalid configuration; lists every problem (exit 2)
-    │   └── ServerNotConfigured        a command named a server the config does not have
+    │   ├── ServerNotConfigured        a command named a server the config does not have
+    │   └── UnresolvedVariable         a server's ``${VAR}`` is unset: only that server fails
     ├── TransportError                 a server could not be started, reached or kept (exit 3)
     │   ├── CommandNotFound            a stdio command is not on PATH
     │   ├── ServerExited               the child process exited (before or after the handshake)
@@ -71,6 +72,7 @@ __all__ = [
     "ToolNotFound",
     "ToolQuarantined",
     "TransportError",
+    "UnresolvedVariable",
     "exit_code_for",
 ]
 
@@ -164,6 +166,26 @@ class ServerNotConfigured(ConfigError):
         super().__init__(ConfigProblem("<cli>", "", f"no server named {server!r} (configured: {listing})"))
         self.server, self.known = server, known
         self.hint = "`mcpmux config show` lists the configured servers"
+
+
+class UnresolvedVariable(ConfigError):
+    """A server's ``${VAR}`` references name unset variables without a default.
+
+    The rest of the configuration loads; only this server cannot start (state ``failed``).
+
+    Attributes:
+        server: the server whose fields use the variables.
+        variables: the unset variables, in the order the fields use them.
+    """
+
+    def __init__(self, server: str, problems: list[ConfigProblem], variables: list[str]) -> None:
+        super().__init__(problems)
+        self.server, self.variables = server, variables
+        names = ", ".join(dict.fromkeys(variables))
+        where = "; ".join(f"{p.path} ({p.source}{f':{p.line}' if p.line else ''})" for p in self.problems)
+        self.args = (f"server {server!r} uses unset environment variable(s) {names}: {where}",)
+        first = variables[0] if variables else "VAR"
+        self.hint = f"export {names} before running mcpmux, or give a default in the file: ${{{first}:-value}}"
 
 
 # -- transport ---------------------------------------------------------------------------------

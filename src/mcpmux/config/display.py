@@ -53,7 +53,8 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, A
     """The merged configuration as plain data, in the shape of ``mcpmux.yaml``.
 
     With ``show_secrets=False`` env and header values become ``****`` and interpolated values are
-    masked in every other string.
+    masked in every other string. A server that uses unset variables carries ``unresolved``: why
+    it cannot start.
     """
     servers = []
     for server in config.servers:
@@ -63,6 +64,8 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, A
             mapping: dict[str, SecretStr] | None = getattr(server, key, None)
             if mapping:
                 data[key] = {k: v.get_secret_value() if show_secrets else MASK for k, v in mapping.items()}
+        if server.unresolved:
+            data["unresolved"] = [f"{p.reason} ({p.source}{f':{p.line}' if p.line else ''})" for p in server.unresolved]
         servers.append(data if show_secrets else mask_secrets(data, config.secret_values))
     out: dict[str, Any] = {
         "mcp": {

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
 
+from mcpmux.errors import ConfigProblem, UnresolvedVariable
 from mcpmux.names import SERVER_NAME_PATTERN
 
 __all__ = [
@@ -119,6 +120,29 @@ class _ServerBase(_Frozen):
     protocol: ProtocolChoice = "auto"
     lazy: bool | None = None
     security: ServerSecurity | None = None
+
+    # (variable, problem) for each ``${VAR}`` left unexpanded; set by the loader, never by a file.
+    _unresolved: tuple[tuple[str, ConfigProblem], ...] = PrivateAttr(default=())
+
+    @property
+    def unresolved(self) -> tuple[ConfigProblem, ...]:
+        """Where this server uses unset variables (empty when every reference was expanded).
+
+        Such a server is loaded with its references as written, but cannot start.
+        """
+        return tuple(problem for _, problem in self._unresolved)
+
+    def unresolved_error(self) -> UnresolvedVariable | None:
+        """The error that starting this server raises, or ``None`` when nothing is unresolved."""
+        if not self._unresolved:
+            return None
+        return UnresolvedVariable(self.name, list(self.unresolved), [var for var, _ in self._unresolved])
+
+    def with_unresolved(self, unresolved: list[tuple[str, ConfigProblem]]) -> Self:
+        """A copy of this server that records ``(variable, problem)`` pairs of unset references."""
+        copy = self.model_copy()
+        copy._unresolved = tuple(unresolved)
+        return copy
 
     @field_validator("name")
     @classmethod
