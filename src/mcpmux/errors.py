@@ -37,6 +37,7 @@ from the builtin :class:`TimeoutError`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = [
@@ -216,6 +217,13 @@ class CommandNotFound(TransportError):
         self.command, self.search_path = command, search_path
 
 
+# What a child's stderr says when TLS verification or a proxy failed (Python, Node, Rust/uv, curl, pip).
+_TLS_OR_PROXY_TROUBLE = re.compile(
+    r"certificate|UnknownIssuer|CERT_[A-Z_]+|SSLError|SSL routines|ssl\.SSL|proxy|tunnel connection failed",
+    re.IGNORECASE,
+)
+
+
 class ServerExited(TransportError):
     """The server's process exited; ``stderr_tail`` holds its last words."""
 
@@ -224,11 +232,15 @@ class ServerExited(TransportError):
         code = "was killed" if exit_code is None else f"exited with code {exit_code}"
         tail = _tail(stderr_tail)
         detail = f": {tail}" if tail else " (no stderr output)"
-        super().__init__(
-            server,
-            f"process {code}{when}{detail}",
-            hint=f"`mcpmux logs {server}` shows its full stderr",
-        )
+        hint = f"`mcpmux logs {server}` shows its full stderr"
+        if _TLS_OR_PROXY_TROUBLE.search(stderr_tail):
+            hint = (
+                "its stderr reports a certificate or proxy error, and mcpmux gives a child only an allow-listed "
+                "environment (trust stores such as SSL_CERT_FILE and the *_PROXY variables pass by default): if it "
+                "needs another variable of your shell (a custom CA path such as PIP_CERT, a proxy setting), add its "
+                "name or a glob to `settings: {env_passthrough: [NAME]}` or set it in the server's `env`; " + hint
+            )
+        super().__init__(server, f"process {code}{when}{detail}", hint=hint)
         self.exit_code, self.stderr_tail = exit_code, stderr_tail
 
 

@@ -47,6 +47,11 @@ PinningMode = Literal["off", "tofu", "strict"]
 BuiltinKind = Literal["workspace", "content_store"]
 
 
+def _one_item_list(value: object) -> object:
+    """A single string where a list is expected is a list of that one string."""
+    return (value,) if isinstance(value, str) else value
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -59,6 +64,8 @@ class SandboxConfig(_Frozen):
     filesystem: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()
     required: bool = True
+
+    _one_item = field_validator("filesystem", "writable", mode="before")(_one_item_list)
 
 
 class ApprovalRule(_Frozen):
@@ -82,6 +89,8 @@ class ServerSecurity(_Frozen):
     approval_rules: tuple[ApprovalRule, ...] = ()
     sandbox: SandboxConfig | None = None
 
+    _one_item = field_validator("allowed_tools", "denied_tools", mode="before")(_one_item_list)
+
 
 class SecurityConfig(_Frozen):
     """Global policy (``mcp.security``)."""
@@ -92,6 +101,8 @@ class SecurityConfig(_Frozen):
     approval_rules: tuple[ApprovalRule, ...] = ()
     pinning: PinningMode = "tofu"
     sandbox: SandboxConfig = SandboxConfig()
+
+    _one_item = field_validator("allowed_tools", "denied_tools", mode="before")(_one_item_list)
 
 
 class Settings(_Frozen):
@@ -106,6 +117,11 @@ class Settings(_Frozen):
     max_concurrent_calls: int = Field(32, ge=1)
     max_queued_calls: int = Field(256, ge=0)
     health_interval_ms: int | None = Field(None, gt=0)
+    env_passthrough: tuple[str, ...] = ()
+    """Names and globs (``CORP_*``) of mcpmux's environment variables that stdio children also get,
+    besides the built-in allow-list (PATH, HOME, locale, trust stores, proxies, ...)."""
+
+    _one_item = field_validator("env_passthrough", mode="before")(_one_item_list)
 
 
 class _ServerBase(_Frozen):
