@@ -169,39 +169,30 @@ def assert_only_config_errors(name: str, text: str) -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(SEEDS))
-def test_every_mutated_file_is_loaded_or_refused_with_a_config_error(kind: str) -> None:
+@FUZZ
+@given(data=st.data())
+def test_every_mutated_file_is_loaded_or_refused_with_a_config_error(kind: str, data: st.DataObject) -> None:
     name = SEEDS[kind][0]
-
-    @FUZZ
-    @given(tree=mutated(kind))
-    def run(tree: Any) -> None:
-        assert_only_config_errors(name, dump(tree, name))
-
-    run()
+    assert_only_config_errors(name, dump(data.draw(mutated(kind)), name))
 
 
 @pytest.mark.parametrize("kind", sorted(SEEDS))
-def test_every_file_with_mutated_text_is_loaded_or_refused_with_a_config_error(kind: str) -> None:
+@FUZZ
+@given(data=st.data())
+def test_every_file_with_mutated_text_is_loaded_or_refused_with_a_config_error(kind: str, data: st.DataObject) -> None:
     name, seed = SEEDS[kind]
-    original = seed.read_text(encoding="utf-8")
-
-    @FUZZ
-    @given(data=st.data())
-    def run(data: st.DataObject) -> None:
-        text = original
-        for _ in range(data.draw(st.integers(1, 6))):
-            at = data.draw(st.integers(0, len(text)))
-            op = data.draw(st.sampled_from(["insert", "delete", "repeat"]))
-            if op == "insert":
-                text = text[:at] + data.draw(STRUCTURE) + text[at:]
-            elif op == "delete":
-                text = text[:at] + text[at + data.draw(st.integers(1, 20)) :]
-            else:
-                span = text[at : at + data.draw(st.integers(1, 10))]
-                text = text[:at] + span * data.draw(st.integers(2, 50)) + text[at:]
-        assert_only_config_errors(name, text)
-
-    run()
+    text = seed.read_text(encoding="utf-8")
+    for _ in range(data.draw(st.integers(1, 6))):
+        at = data.draw(st.integers(0, len(text)))
+        op = data.draw(st.sampled_from(["insert", "delete", "repeat"]))
+        if op == "insert":
+            text = text[:at] + data.draw(STRUCTURE) + text[at:]
+        elif op == "delete":
+            text = text[:at] + text[at + data.draw(st.integers(1, 20)) :]
+        else:
+            span = text[at : at + data.draw(st.integers(1, 10))]
+            text = text[:at] + span * data.draw(st.integers(2, 50)) + text[at:]
+    assert_only_config_errors(name, text)
 
 
 # -- the classic attacks, one by one ------------------------------------------------------------
