@@ -7,13 +7,26 @@ interpolation are already expanded here; env and header values are :class:`Secre
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    PrivateAttr,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import CoreSchema
 
-from mcpmux.errors import ConfigProblem, UnresolvedVariable
+from mcpmux.errors import ConfigError, ConfigProblem, UnresolvedVariable
 from mcpmux.names import SERVER_NAME_PATTERN
 
 __all__ = [
@@ -269,7 +282,15 @@ class BuiltinServerConfig(_ServerBase):
         return self.builtin or self.name.replace("-", "_")
 
 
-ServerConfig = Annotated[
+_SERVER_TYPES = (
+    StdioServerConfig,
+    SseServerConfig,
+    StreamableHttpServerConfig,
+    WebSocketServerConfig,
+    TcpServerConfig,
+    BuiltinServerConfig,
+)
+_AnyServerConfig = Annotated[
     StdioServerConfig
     | SseServerConfig
     | StreamableHttpServerConfig
@@ -278,6 +299,50 @@ ServerConfig = Annotated[
     | BuiltinServerConfig,
     Field(discriminator="type"),
 ]
+
+if TYPE_CHECKING:
+    ServerConfig = _AnyServerConfig
+else:
+
+    class _ServerConfigType(type):
+        """Makes the union constructible and usable with ``isinstance`` (type checkers see the union)."""
+
+        def __instancecheck__(cls, instance: object) -> bool:
+            return isinstance(instance, _SERVER_TYPES)
+
+        def __call__(cls, **fields: object) -> _AnyServerConfig:
+            fields.setdefault("type", "stdio")
+            try:
+                return _server_adapter().validate_python(fields)
+            except ValidationError as exc:
+                raise ConfigError(_problems("ServerConfig(...)", exc, fields["type"])) from exc
+
+    class ServerConfig(metaclass=_ServerConfigType):
+        """Any server entry, the union of the ``*ServerConfig`` models discriminated by ``type``.
+
+        Constructible: ``ServerConfig(name="time", command="uvx", args=["mcp-server-time"])`` is a
+        :class:`StdioServerConfig` (``type`` defaults to ``stdio``); ``ServerConfig(name="gh",
+        type="http", url="https://...")`` a :class:`StreamableHttpServerConfig`. Invalid fields raise
+        :class:`~mcpmux.errors.ConfigError` listing every problem.
+        """
+
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
+            return handler(_AnyServerConfig)
+
+
+@functools.cache
+def _server_adapter() -> TypeAdapter[_AnyServerConfig]:
+    return TypeAdapter(_AnyServerConfig)
+
+
+def _problems(source: str, exc: ValidationError, kind: object) -> list[ConfigProblem]:
+    out = []
+    for error in exc.errors(include_input=False, include_url=False):
+        loc = error["loc"][1:] if error["loc"][:1] == (kind,) else error["loc"]
+        path = ".".join(str(part) for part in loc)
+        out.append(ConfigProblem(source, path, error["msg"].removeprefix("Value error, ")))
+    return out
 
 
 class LLMConfig(_Frozen):
