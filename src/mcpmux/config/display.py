@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from mcpmux.config.effective import effective_policy
 from mcpmux.config.models import Config
 
 __all__ = ["MASK", "config_to_dict", "looks_secret", "mask_secrets", "redact"]
@@ -53,8 +54,9 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, A
     """The merged configuration as plain data, in the shape of ``mcpmux.yaml``.
 
     With ``show_secrets=False`` env and header values become ``****`` and interpolated values are
-    masked in every other string. A server that uses unset variables carries ``unresolved``: why
-    it cannot start.
+    masked in every other string. ``security.effective`` says in words what the guard does with
+    these settings (which calls ask, which tools are withheld). A server that uses unset variables
+    carries ``unresolved``: why it cannot start.
     """
     servers = []
     for server in config.servers:
@@ -71,7 +73,10 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, A
         "mcp": {
             "servers": servers,
             "settings": config.settings.model_dump(mode="json"),
-            "security": config.security.model_dump(mode="json"),
+            "security": {
+                **config.security.model_dump(mode="json"),
+                "effective": effective_policy(config.security, config.servers),
+            },
         },
     }
     llm = config.llm.model_dump(mode="json", exclude_none=True)
