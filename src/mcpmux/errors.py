@@ -9,7 +9,8 @@ from the builtin :class:`TimeoutError`.
 
     MCPMuxError
     ├── ConfigError                    invalid configuration; lists every problem (exit 2)
-    │   └── ServerNotConfigured        a command named a server the config does not have
+    │   ├── ServerNotConfigured        a command named a server the config does not have
+    │   └── UnresolvedVariable         a server's ``${VAR}`` is unset: only that server fails
     ├── TransportError                 a server could not be started, reached or kept (exit 3)
     │   ├── CommandNotFound            a stdio command is not on PATH
     │   ├── ServerExited               the child process exited (before or after the handshake)
@@ -38,6 +39,7 @@ from the builtin :class:`TimeoutError`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = [
@@ -75,6 +77,7 @@ __all__ = [
     "ToolNotFound",
     "ToolQuarantined",
     "TransportError",
+    "UnresolvedVariable",
     "exit_code_for",
 ]
 
@@ -170,6 +173,26 @@ class ServerNotConfigured(ConfigError):
         self.hint = "`mcpmux config show` lists the configured servers"
 
 
+class UnresolvedVariable(ConfigError):
+    """A server's ``${VAR}`` references name unset variables without a default.
+
+    The rest of the configuration loads; only this server cannot start (state ``failed``).
+
+    Attributes:
+        server: the server whose fields use the variables.
+        variables: the unset variables, in the order the fields use them.
+    """
+
+    def __init__(self, server: str, problems: list[ConfigProblem], variables: list[str]) -> None:
+        super().__init__(problems)
+        self.server, self.variables = server, variables
+        names = ", ".join(dict.fromkeys(variables))
+        where = "; ".join(f"{p.path} ({p.source}{f':{p.line}' if p.line else ''})" for p in self.problems)
+        self.args = (f"server {server!r} uses unset environment variable(s) {names}: {where}",)
+        first = variables[0] if variables else "VAR"
+        self.hint = f"export {names} before running mcpmux, or give a default in the file: ${{{first}:-value}}"
+
+
 # -- transport ---------------------------------------------------------------------------------
 
 
@@ -198,6 +221,13 @@ class CommandNotFound(TransportError):
         self.command, self.search_path = command, search_path
 
 
+# What a child's stderr says when TLS verification or a proxy failed (Python, Node, Rust/uv, curl, pip).
+_TLS_OR_PROXY_TROUBLE = re.compile(
+    r"certificate|UnknownIssuer|CERT_[A-Z_]+|SSLError|SSL routines|ssl\.SSL|proxy|tunnel connection failed",
+    re.IGNORECASE,
+)
+
+
 class ServerExited(TransportError):
     """The server's process exited; ``stderr_tail`` holds its last words."""
 
@@ -206,11 +236,15 @@ class ServerExited(TransportError):
         code = "was killed" if exit_code is None else f"exited with code {exit_code}"
         tail = _tail(stderr_tail)
         detail = f": {tail}" if tail else " (no stderr output)"
-        super().__init__(
-            server,
-            f"process {code}{when}{detail}",
-            hint=f"`mcpmux logs {server}` shows its full stderr",
-        )
+        hint = f"`mcpmux logs {server}` shows its full stderr"
+        if _TLS_OR_PROXY_TROUBLE.search(stderr_tail):
+            hint = (
+                "its stderr reports a certificate or proxy error, and mcpmux gives a child only an allow-listed "
+                "environment (trust stores such as SSL_CERT_FILE and the *_PROXY variables pass by default): if it "
+                "needs another variable of your shell (a custom CA path such as PIP_CERT, a proxy setting), add its "
+                "name or a glob to `settings: {env_passthrough: [NAME]}` or set it in the server's `env`; " + hint
+            )
+        super().__init__(server, f"process {code}{when}{detail}", hint=hint)
         self.exit_code, self.stderr_tail = exit_code, stderr_tail
 
 

@@ -69,7 +69,7 @@ def test_validate_ok_and_broken_file_exit_codes(project: Path) -> None:
     code, out, err = invoke("config", "validate", str(broken), "--json")
     assert code == 2
     problems = json.loads(out)["problems"]
-    assert [p["path"] for p in problems] == ["mcp.servers[0].command", "mcp.servers[1].url"]
+    assert [p["path"] for p in problems] == ["mcp.servers[0] (x).command", "mcp.servers[1] (y).url"]
     assert "broken.yaml:3:" in err
 
 

@@ -100,10 +100,9 @@ class TestInterpolation:
             "mcp:\n  servers:\n    - name: gh\n      type: http\n      url: https://x/mcp\n"
             "      headers: {Authorization: 'Bearer ${GH_TOKEN}'}\n",
         )
-        with pytest.raises(ConfigError) as caught:
-            load_file(path, environ={})
-        problem = caught.value.problems[0]
-        assert problem.path == "mcp.servers[0].headers.Authorization"
+        server = load_file(path, environ={}).server("gh")
+        problem = server.unresolved[0]
+        assert problem.path == "mcp.servers[0] (gh).headers.Authorization"
         assert "GH_TOKEN" in problem.reason and "'gh'" in problem.reason and "headers.Authorization" in problem.reason
         assert problem.line == 6
 
@@ -151,13 +150,13 @@ class TestBadInput:
             load_file(path, environ={})
         found = {(p.path, p.line) for p in caught.value.problems}
         reasons = " | ".join(p.reason for p in caught.value.problems)
-        assert ("mcp.servers[1]", 6) in found and "duplicate server name 'ok'" in reasons
-        assert ("mcp.servers[2].name", 9) in found
-        assert ("mcp.servers[3].command", 12) in found
-        assert ("mcp.servers[4].url", 14) in found
-        assert ("mcp.servers[5]", 16) in found and "unknown server type 'pigeon'" in reasons
-        assert ("mcp.servers[6].args", 21) in found
-        assert ("mcp.servers[6].timeout_ms", 22) in found
+        assert ("mcp.servers[1] (ok)", 6) in found and "duplicate server name 'ok'" in reasons
+        assert ("mcp.servers[2] (Not_Valid!).name", 9) in found
+        assert ("mcp.servers[3] (nocmd).command", 12) in found
+        assert ("mcp.servers[4] (nourl).url", 14) in found
+        assert ("mcp.servers[5] (weird)", 16) in found and "unknown server type 'pigeon'" in reasons
+        assert ("mcp.servers[6] (types).args", 21) in found
+        assert ("mcp.servers[6] (types).timeout_ms", 22) in found
         assert ("mcp.settings.retry_attempts", 24) in found
         assert all(p.source == str(path) for p in caught.value.problems)
 
@@ -205,7 +204,7 @@ class TestBadInput:
         with pytest.raises(ConfigError) as caught:
             load_file(path)
         text = str(caught.value)
-        assert "ws:// or wss://" in text and "mcp.servers[1].url: required for type 'tcp'" in text
+        assert "ws:// or wss://" in text and "mcp.servers[1] (b).url: required for type 'tcp'" in text
 
     def test_a_secret_value_never_appears_in_a_problem(self, tmp_path: Path) -> None:
         path = write(

@@ -11,7 +11,7 @@ import click
 
 from mcpmux.cli.output import emit, json_option, out_console, state, table
 from mcpmux.config import config_sources, config_to_dict, load_config, load_file
-from mcpmux.errors import EXIT_OK, EXIT_USAGE, ConfigError
+from mcpmux.errors import EXIT_OK, EXIT_USAGE, ConfigError, ConfigProblem
 
 
 @click.group()
@@ -48,6 +48,10 @@ def config_show(show_secrets: bool) -> None:
     loaded = load_config(state().config_path)
     data = config_to_dict(loaded, show_secrets=show_secrets)
     data["sources"] = list(loaded.sources)
+    for server in loaded.servers:
+        error = server.unresolved_error()
+        if error is not None:
+            sys.stderr.write(f"warning: {error} (it cannot start)\n")
 
     def render() -> None:
         from ruamel.yaml import YAML
@@ -69,13 +73,11 @@ def config_validate(file: Path | None) -> int:
     try:
         loaded = load_file(file) if file is not None else load_config(state().config_path)
     except ConfigError as exc:
-        problems = [_problem_dict(p) for p in exc.problems]
-        if state().json:
-            emit({"valid": False, "problems": problems})
-        sys.stderr.write(f"invalid: {len(exc.problems)} problem{'s' if len(exc.problems) != 1 else ''}\n")
-        for problem in exc.problems:
-            sys.stderr.write(f"  {problem}\n")
-        return EXIT_USAGE
+        return _invalid(exc.problems)
+    # Unset variables fail only their server when mcpmux runs; validating, they are problems.
+    unresolved = [p for s in loaded.servers if s.enabled for p in s.unresolved]
+    if unresolved:
+        return _invalid(unresolved)
     names = [s.name for s in loaded.servers]
     report = {"valid": True, "sources": list(loaded.sources), "servers": names, "warnings": list(loaded.warnings)}
 
@@ -86,6 +88,15 @@ def config_validate(file: Path | None) -> int:
 
     emit(report, render)
     return EXIT_OK
+
+
+def _invalid(problems: list[ConfigProblem]) -> int:
+    if state().json:
+        emit({"valid": False, "problems": [_problem_dict(p) for p in problems]})
+    sys.stderr.write(f"invalid: {len(problems)} problem{'s' if len(problems) != 1 else ''}\n")
+    for problem in problems:
+        sys.stderr.write(f"  {problem}\n")
+    return EXIT_USAGE
 
 
 def _problem_dict(problem: Any) -> dict[str, Any]:

@@ -9,7 +9,8 @@ there is skipped. Export prints the host's JSON on stdout, or merges it into ``-
 ``import --json`` schema::
 
     {"action": "import", "source": str, "file": str,
-     "imported": [str], "skipped": [{"name": str, "reason": str}], "warnings": [str]}
+     "imported": [str], "skipped": [{"name": str, "reason": str}], "warnings": [str],
+     "variables": [{"server": str, "field": str, "variable": str}]}
 
 ``export --output F --json`` schema (without ``--output`` stdout carries the host's JSON itself)::
 
@@ -31,7 +32,16 @@ from mcpmux.cli.completion import complete_hosts
 from mcpmux.cli.manage_cmds import SCOPES, scope_file
 from mcpmux.cli.output import emit, json_option, state
 from mcpmux.config.edit import ConfigDocument, secret_warnings
-from mcpmux.config.hosts import HOSTS, export_servers, host_files, merge_into, read_servers
+from mcpmux.config.hosts import (
+    HOSTS,
+    expand_references,
+    export_servers,
+    host_files,
+    merge_into,
+    read_servers,
+    referenced_variables,
+)
+from mcpmux.config.literal_secrets import secrets_to_references
 from mcpmux.config.loader import DEFAULT_SERVERS, config_sources
 from mcpmux.config.parse import read_data
 from mcpmux.errors import ConfigError, ConfigProblem
@@ -64,27 +74,41 @@ def _host_source(name: str) -> Path:
     help=f"One of {', '.join(HOSTS)}, or a file.",
 )
 @click.option("--scope", type=click.Choice(SCOPES), default="project", show_default=True, help="Where to add them.")
+@click.option(
+    "--keep-secrets",
+    is_flag=True,
+    help="Copy values that look like secrets as they are, instead of turning them into ${VAR} references.",
+)
 @json_option
-def import_cmd(source: str, scope: str) -> None:
-    """Import every server of another host's configuration into ours."""
+def import_cmd(source: str, scope: str, keep_secrets: bool) -> None:
+    """Import every server of another host's configuration into ours.
+
+    Env and header values that look like secrets are written as ${VAR} references (never copied in
+    plain text unless --keep-secrets); the variables to export are listed.
+    """
     path = _host_source(source)
     servers, warnings = read_servers(path)
     target = scope_file(scope)
     document = ConfigDocument(target)
     imported: list[str] = []
     skipped: list[dict[str, str]] = []
+    variables: list[dict[str, str]] = []
     for entry in servers:
         name = str(entry.get("name"))
         if name in document.names():
             skipped.append({"name": name, "reason": f"already defined in {target}"})
             continue
+        if keep_secrets:
+            warnings += secret_warnings(entry)
+        else:
+            entry, moved = secrets_to_references(entry)
+            variables += [{"server": name, "field": f"{m.field}.{m.key}", "variable": m.variable} for m in moved]
         document.add(entry)
         imported.append(name)
-        warnings += secret_warnings(entry)
     if imported:
         document.save()
     data: dict[str, Any] = {"action": "import", "source": str(path), "file": str(target), "imported": imported}
-    data |= {"skipped": skipped, "warnings": warnings}
+    data |= {"skipped": skipped, "warnings": warnings, "variables": variables}
     for warning in warnings:
         sys.stderr.write(f"warning: {warning}\n")
 
@@ -92,6 +116,10 @@ def import_cmd(source: str, scope: str) -> None:
         click.echo(f"imported {len(imported)} server(s) from {path} into {target}: {', '.join(imported) or 'none'}")
         for skip in skipped:
             click.echo(f"  skipped {skip['name']!r}: {skip['reason']}")
+        if variables:
+            click.echo(f"secrets were not copied; {target.name} refers to them, so export (values are in {path}):")
+            for var in variables:
+                click.echo(f"  export {var['variable']}=...    # {var['server']} {var['field']}")
 
     emit(data, render)
 
@@ -112,12 +140,30 @@ def configured_servers() -> list[dict[str, Any]]:
 @click.option(
     "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Merge into this file instead of stdout."
 )
+@click.option(
+    "--expand",
+    is_flag=True,
+    help="Write ${VAR} references with their current values (secrets end up in the host's file in plain text).",
+)
 @json_option
-def export_cmd(host: str, output: Path | None) -> None:
-    """Write every configured server in HOST's format (stdout, or merged into --output)."""
-    exported, skipped = export_servers(configured_servers(), host)
+def export_cmd(host: str, output: Path | None, expand: bool) -> None:
+    """Write every configured server in HOST's format (stdout, or merged into --output).
+
+    ${VAR} references are written as references unless --expand; a host that does not expand
+    them itself (Claude Desktop) is warned about.
+    """
+    servers = configured_servers()
+    if expand:
+        servers = expand_references(servers, os.environ)
+    exported, skipped = export_servers(servers, host)
     for reason in skipped:
         sys.stderr.write(f"warning: skipped {reason}\n")
+    unexpanded = [] if expand else sorted(referenced_variables(exported))
+    if unexpanded and not HOSTS[host].expands_references:
+        sys.stderr.write(
+            f"warning: {host} does not expand ${{VAR}} references; they are written as is "
+            f"({', '.join(unexpanded)}): use --expand to write their current values instead\n"
+        )
     if output is None:
         click.echo(json.dumps(exported, indent=2, ensure_ascii=False))
         return

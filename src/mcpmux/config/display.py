@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from mcpmux.config.effective import effective_policy
 from mcpmux.config.models import Config
 
 __all__ = ["MASK", "config_to_dict", "looks_secret", "mask_secrets", "redact"]
@@ -59,7 +60,9 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, A
     """The merged configuration as plain data, in the shape of ``mcpmux.yaml``.
 
     With ``show_secrets=False`` env and header values become ``****`` and interpolated values are
-    masked in every other string.
+    masked in every other string. ``security.effective`` says in words what the guard does with
+    these settings (which calls ask, which tools are withheld). A server that uses unset variables
+    carries ``unresolved``: why it cannot start.
     """
     servers = []
     for server in config.servers:
@@ -69,12 +72,17 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, A
             mapping: dict[str, SecretStr] | None = getattr(server, key, None)
             if mapping:
                 data[key] = {k: v.get_secret_value() if show_secrets else MASK for k, v in mapping.items()}
+        if server.unresolved:
+            data["unresolved"] = [f"{p.reason} ({p.source}{f':{p.line}' if p.line else ''})" for p in server.unresolved]
         servers.append(data if show_secrets else mask_secrets(data, config.secret_values))
     out: dict[str, Any] = {
         "mcp": {
             "servers": servers,
             "settings": config.settings.model_dump(mode="json"),
-            "security": config.security.model_dump(mode="json"),
+            "security": {
+                **config.security.model_dump(mode="json"),
+                "effective": effective_policy(config.security, config.servers),
+            },
         },
     }
     llm = config.llm.model_dump(mode="json", exclude_none=True)

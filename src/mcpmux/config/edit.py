@@ -27,13 +27,15 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import CommentMark, YAMLError
+from ruamel.yaml.error import CommentMark
 from ruamel.yaml.tokens import CommentToken
 
 from mcpmux.config._comments import drop_heading, indent_of, put_block, take_block, token_text
+from mcpmux.config.bounds import check_tree
 from mcpmux.config.linemerge import merge_edit
 from mcpmux.config.literal_secrets import secret_warnings
 from mcpmux.config.loader import load_file
+from mcpmux.config.parse import load_yaml, read_text
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.names import SERVER_NAME_PATTERN, is_valid_server_name
 
@@ -293,12 +295,7 @@ def _commented(entry: Mapping[str, Any]) -> CommentedMap:
 def _read_text(path: Path) -> str:
     if not path.exists():
         return ""
-    try:
-        return path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ConfigError(ConfigProblem(str(path), "", f"cannot read file: {exc.strerror or exc}")) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(ConfigProblem(str(path), "", f"not UTF-8 text (byte {exc.start})")) from exc
+    return read_text(path, keep_bom=True)  # the BOM is written back on save
 
 
 def _yaml_for(text: str, source: str) -> YAML:
@@ -326,10 +323,8 @@ def _guess_indent(tree: Any) -> tuple[int, int, int]:
 
 
 def _load(yaml: YAML, text: str, source: str) -> Any:
-    try:
-        tree = yaml.load(text)
-    except YAMLError as exc:
-        raise ConfigError(ConfigProblem(source, "", f"invalid YAML: {exc}")) from exc
+    tree = load_yaml(yaml, text, source)
+    check_tree(tree, source)
     if tree is None:
         tree = CommentedMap()
     if not isinstance(tree, CommentedMap) or not isinstance(tree.get("mcp", {}), dict | type(None)):

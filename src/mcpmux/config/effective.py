@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -22,7 +23,7 @@ from mcpmux.config.models import (
     StdioServerConfig,
 )
 
-__all__ = ["effective_sandbox", "fingerprint", "with_effective_sandbox"]
+__all__ = ["effective_policy", "effective_sandbox", "fingerprint", "with_effective_sandbox"]
 
 _FINGERPRINT_DOMAIN = "mcpmux-catalog-v1"
 
@@ -52,6 +53,40 @@ def with_effective_sandbox(server: ServerConfig, security: SecurityConfig) -> Se
     sandbox = effective_sandbox(server, security) or SandboxConfig(enabled=False)
     own = server.security or ServerSecurity()
     return server.model_copy(update={"security": own.model_copy(update={"sandbox": sandbox})})
+
+
+def effective_policy(security: SecurityConfig, servers: tuple[ServerConfig, ...] = ()) -> dict[str, Any]:
+    """What the guard actually does with these settings, in words: which calls it asks about,
+    which tools it withholds, which servers have rules of their own.
+
+    It follows the guard's order (``mcpmux.policy.rules``): deny lists, an allow list, the first
+    matching ``approval_rules`` entry, ``require_approval``, then a tool's ``destructiveHint``,
+    which asks unless ``require_approval: false`` is set explicitly.
+    """
+    setting = security.require_approval
+    explicit = "require_approval" in security.model_fields_set
+    asks: list[str] = []
+    if security.approval_rules:
+        asks.append(f"first, {len(security.approval_rules)} approval_rules decide by tool and arguments")
+    if setting is True:
+        asks.append("every other call")
+    else:
+        if isinstance(setting, tuple) and setting:
+            asks.append(f"calls of tools matching {', '.join(setting)}")
+        if not (explicit and setting is False):
+            asks.append("calls of tools annotated destructiveHint (set require_approval: false to stop)")
+    out: dict[str, Any] = {
+        "asks": asks or ["nothing: every allowed call runs"],
+        "withholds": [f"tools matching {p}" for p in security.denied_tools]
+        + ([] if security.allowed_tools is None else [f"every tool not matching {', '.join(security.allowed_tools)}"]),
+        "pins": {"off": "nothing", "tofu": "each tool on first sight", "strict": "nothing until approved"}[
+            security.pinning
+        ],
+    }
+    own = [s.name for s in servers if s.security is not None]
+    if own:
+        out["servers_with_own_rules"] = own
+    return out
 
 
 def fingerprint(server: ServerConfig) -> str:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcpmux.config.envfile import read_env_file
 from mcpmux.config.registry import registry_server
-from mcpmux.errors import ConfigProblem
+from mcpmux.errors import ConfigError, ConfigProblem
 
 __all__ = ["Document", "RawServer", "normalise_document"]
 
@@ -29,6 +30,7 @@ from mcpmux.config.parse import PathPart, format_path
 # Keys of a foreign server entry that map straight onto ours.
 _FOREIGN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout_ms", "enabled"}
 # Keys other hosts use that have no meaning here: dropped without a warning.
+# (``envFile`` is read by the VS Code reader itself.)
 _QUIET_KEYS = {"description", "envFile", "gallery", "version", "dev"}
 
 
@@ -127,14 +129,39 @@ def _named_servers(tree: dict[str, Any], source: str, kind: str, key: str) -> Do
 
 def _vscode(tree: dict[str, Any], source: str, path: Path | None) -> Document:
     doc = _named_servers(tree, source, "vscode", "servers")
-    declared = {str(i.get("id")) for i in tree.get("inputs") or [] if isinstance(i, dict)}
+    inputs = tree.get("inputs") or []
+    if not isinstance(inputs, list):
+        doc.problem(("inputs",), f"expected a list of inputs, found {type(inputs).__name__}")
+        inputs = []
+    declared = {str(i.get("id")) for i in inputs if isinstance(i, dict)}
     folder = _workspace_folder(path)
     for server in doc.servers:
         server.data = _replace_vscode_vars(server.data, folder)
+        entry = tree["servers"].get(server.origin[-1])
+        env_file = entry.get("envFile") if isinstance(entry, dict) else None
+        if env_file is not None:
+            _merge_env_file(doc, server, _replace_vscode_vars(env_file, folder), folder)
         for ref in re.findall(r"\$\{input:([^}]+)\}", repr(server.data)):
             if ref not in declared:
                 doc.warn(server.origin, f"${{input:{ref}}} is not declared in inputs")
     return doc
+
+
+def _merge_env_file(doc: Document, server: RawServer, env_file: Any, folder: str) -> None:
+    """VS Code's ``envFile``: its variables join the server's ``env`` (``env`` wins on a clash)."""
+    origin = (*server.origin, "envFile")
+    if not isinstance(env_file, str) or not env_file:
+        doc.problem(origin, "expected the path of a file of KEY=VALUE lines")
+        return
+    file = Path(env_file).expanduser()
+    file = file if file.is_absolute() else Path(folder) / file
+    try:
+        variables = read_env_file(file)
+    except ConfigError as exc:
+        doc.problems.extend(ConfigProblem(doc.source, format_path(origin), str(p)) for p in exc.problems)
+        return
+    env = server.data.get("env")
+    server.data["env"] = {**variables, **(env if isinstance(env, dict) else {})}
 
 
 def _workspace_folder(path: Path | None) -> str:

@@ -24,15 +24,26 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from mcpmux.config.formats import normalise_document
+from mcpmux.config.interpolate import expand
 from mcpmux.config.parse import read_data
 from mcpmux.errors import ConfigError, ConfigProblem
 
-__all__ = ["HOSTS", "Host", "export_servers", "host_files", "merge_into", "read_servers"]
+__all__ = [
+    "HOSTS",
+    "Host",
+    "expand_references",
+    "export_servers",
+    "host_files",
+    "merge_into",
+    "read_servers",
+    "referenced_variables",
+]
 
 Scope = Literal["project", "user"]
 _REFERENCE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)((?::-[^}]*)?)\}")
@@ -47,11 +58,13 @@ class Host:
     env_reference: str
     remote_types: tuple[str, ...]
     type_field: bool
+    expands_references: bool = True
+    """Whether the host itself expands references in its file (Claude Desktop does not)."""
 
 
 HOSTS: dict[str, Host] = {
     "claude-code": Host("claude-code", "mcpServers", "${{{}}}", ("http", "sse"), True),
-    "claude-desktop": Host("claude-desktop", "mcpServers", "${{{}}}", ("http", "sse"), True),
+    "claude-desktop": Host("claude-desktop", "mcpServers", "${{{}}}", ("http", "sse"), True, expands_references=False),
     "cursor": Host("cursor", "mcpServers", "${{env:{}}}", ("http", "sse"), False),
     "vscode": Host("vscode", "servers", "${{env:{}}}", ("http", "sse"), True),
 }
@@ -167,6 +180,45 @@ def _host_references(value: Any, spec: Host) -> Any:
     if isinstance(value, dict):
         return {k: _host_references(v, spec) for k, v in value.items()}
     return value
+
+
+def referenced_variables(value: Any) -> set[str]:
+    """The variables that ``${VAR}`` / ``${env:VAR}`` references anywhere in ``value`` name."""
+    if isinstance(value, str):
+        return {match.group(1) for match in _REFERENCE.finditer(value)}
+    if isinstance(value, list):
+        return set().union(*(referenced_variables(v) for v in value))
+    if isinstance(value, dict):
+        return set().union(*(referenced_variables(v) for v in value.values()))
+    return set()
+
+
+def expand_references(servers: list[dict[str, Any]], environ: Mapping[str, str]) -> list[dict[str, Any]]:
+    """``servers`` with the references in their env, headers, args and url expanded from ``environ``.
+
+    Raises:
+        ConfigError: a referenced variable is unset (each one listed with its server and field).
+    """
+    problems: list[ConfigProblem] = []
+
+    def expanded(value: Any, where: str) -> Any:
+        if isinstance(value, str):
+            result = expand(value, environ)
+            problems.extend(ConfigProblem("<export>", where, m.reason) for m in result.missing)
+            return result.value
+        if isinstance(value, list):
+            return [expanded(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            return {k: expanded(v, f"{where}.{k}") for k, v in value.items()}
+        return value
+
+    out = []
+    for server in servers:
+        fields = ("env", "headers", "args", "url")
+        out.append({k: expanded(v, f"{server.get('name')}.{k}") if k in fields else v for k, v in server.items()})
+    if problems:
+        raise ConfigError(problems)
+    return out
 
 
 def merge_into(existing: Any, exported: dict[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,8 @@ def expand(text: str, environ: Mapping[str, str]) -> Expansion:
     """Expand every reference in ``text`` from ``environ``.
 
     Returns the expanded text, the ``(variable, value)`` pairs substituted and the
-    references that could not be resolved. A malformed ``${...}`` is reported as missing.
+    references that could not be resolved, which stay in the text as written. A malformed
+    ``${...}`` is reported as missing.
     """
     result = Expansion(value="")
 
@@ -57,17 +58,17 @@ def expand(text: str, environ: Mapping[str, str]) -> Expansion:
                 result.substituted.append((var, environ[var]))
                 return environ[var]
             result.missing.append(MissingVariable(var, f"input {inp.group('id')!r} is not set: export {var}"))
-            return ""
+            return match.group(0)
         parsed = _NAME.fullmatch(body)
         if parsed is None:
             result.missing.append(MissingVariable(body, f"malformed reference ${{{body}}}"))
-            return ""
+            return match.group(0)
         name, default = parsed.group("name"), parsed.group("default")
         value = environ.get(name)
         if value is None or (value == "" and default is not None):
             if default is None:
                 result.missing.append(MissingVariable(name, f"environment variable {name} is not set"))
-                return ""
+                return match.group(0)
             return default
         result.substituted.append((name, value))
         return value

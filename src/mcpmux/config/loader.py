@@ -21,7 +21,19 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from mcpmux.config.display import looks_secret
 from mcpmux.config.formats import Document, RawServer, normalise_document
 from mcpmux.config.interpolate import expand
-from mcpmux.config.models import Config, LLMConfig, SecurityConfig, ServerConfig, Settings
+from mcpmux.config.models import (
+    BuiltinServerConfig,
+    Config,
+    LLMConfig,
+    SecurityConfig,
+    ServerConfig,
+    Settings,
+    SseServerConfig,
+    StdioServerConfig,
+    StreamableHttpServerConfig,
+    TcpServerConfig,
+    WebSocketServerConfig,
+)
 from mcpmux.config.parse import PathPart, format_path, line_of, read_data
 from mcpmux.config.paths import project_config_file, user_config_file
 from mcpmux.errors import ConfigError, ConfigProblem
@@ -36,6 +48,14 @@ DEFAULT_SERVERS: tuple[dict[str, Any], ...] = (
 )
 _INTERPOLATED = ("env", "headers", "args", "url")
 _SERVER_ADAPTER: TypeAdapter[ServerConfig] = TypeAdapter(ServerConfig)
+_MODELS: dict[str, type[BaseModel]] = {
+    "stdio": StdioServerConfig,
+    "sse": SseServerConfig,
+    "http": StreamableHttpServerConfig,
+    "websocket": WebSocketServerConfig,
+    "tcp": TcpServerConfig,
+    "builtin": BuiltinServerConfig,
+}
 _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "settings": Settings,
     "security": SecurityConfig,
@@ -141,13 +161,8 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
                 continue
             where = format_path(raw.origin)
             if server.name in seen:
-                problems.append(
-                    _problem(
-                        doc,
-                        raw.origin,
-                        f"duplicate server name {server.name!r} (first at {seen[server.name]})",
-                    )
-                )
+                reason = f"duplicate server name {server.name!r} (first at {seen[server.name]})"
+                problems.append(_problem(doc, raw.origin, reason, server=raw))
                 continue
             seen[server.name] = where
             servers.pop(server.name, None)
@@ -181,13 +196,23 @@ def _server(
     problems: list[ConfigProblem],
     warnings: list[ConfigProblem],
 ) -> ServerConfig | None:
+    """The server of ``raw``, expanded; ``None`` (and its problems) when it is invalid.
+
+    A server whose references name unset variables is not a problem of the whole configuration:
+    it is returned with those references as written and marked (:attr:`unresolved`), so that only
+    it fails when started.
+    """
     data = dict(raw.data)
-    missing: list[ConfigProblem] = []
-    label = f"server {data.get('name')!r}"
+    name = data.get("name") if isinstance(data.get("name"), str) else None
+    missing: list[tuple[str, ConfigProblem]] = []
+    unresolved_fields = set()
     mine: set[str] = set()
     for key in _INTERPOLATED:
         if key in data:
-            data[key] = _expand_field(doc, label, (*raw.origin, key), data[key], environ, mine, missing)
+            before = len(missing)
+            data[key] = _expand_field(doc, raw, (*raw.origin, key), data[key], environ, mine, missing)
+            if len(missing) > before:
+                unresolved_fields.add(key)
     if isinstance(data.get("headers"), dict):
         # Header values are credentials far more often than not (Authorization, X-Api-Key, ...).
         mine.update(v for v in data["headers"].values() if isinstance(v, str))
@@ -196,23 +221,36 @@ def _server(
     mine = {s for s in mine if len(s) >= _MIN_SECRET_LEN}
     secrets.update(mine)
     data["secret_values"] = frozenset(mine)
-    enabled = data.get("enabled", True) is not False
-    (problems if enabled else warnings).extend(missing)
     try:
-        return _SERVER_ADAPTER.validate_python(data)
+        server = _validate_server(data, unresolved_fields)
     except ValidationError as exc:
-        problems.extend(_validation_problems(doc, raw.origin, exc, data))
+        problems.extend(_validation_problems(doc, raw.origin, exc, data, name=name))
         return None
+    if not missing:
+        return server
+    if not server.enabled:
+        warnings.extend(problem for _, problem in missing)
+    return server.with_unresolved(missing)
+
+
+def _validate_server(data: dict[str, Any], unresolved_fields: set[str]) -> ServerConfig:
+    """Validate one entry; an unresolved ``url`` is checked as a placeholder of the right scheme."""
+    url = data.get("url")
+    schemes: tuple[str, ...] = getattr(_MODELS.get(str(data.get("type"))), "schemes", ())
+    if "url" in unresolved_fields and isinstance(url, str) and schemes:
+        server = _SERVER_ADAPTER.validate_python({**data, "url": f"{schemes[0]}://unresolved.invalid/"})
+        return server.model_copy(update={"url": url})
+    return _SERVER_ADAPTER.validate_python(data)
 
 
 def _expand_field(
     doc: Document,
-    label: str,
+    raw: RawServer,
     origin: tuple[PathPart, ...],
     value: Any,
     environ: Mapping[str, str],
     secrets: set[str],
-    missing: list[ConfigProblem],
+    missing: list[tuple[str, ConfigProblem]],
 ) -> Any:
     if isinstance(value, str):
         result = expand(value, environ)
@@ -225,15 +263,17 @@ def _expand_field(
             for var, v in result.substituted
             if var not in _PUBLIC_VARIABLES or looks_secret(var, v) or looks_secret(key, v)
         )
-        start = next((i for i, p in enumerate(origin) if p in _INTERPOLATED), len(origin) - 1)
-        field = format_path(origin[start:])
+        field = format_path(origin[len(raw.origin) :])
+        name = raw.data.get("name")
+        label = f"server {name!r}"
         for var in result.missing:
-            missing.append(_problem(doc, origin, f"{var.reason} ({label}, field {field})"))
+            problem = _problem(doc, origin, f"{var.reason} ({label}, field {field})", server=raw)
+            missing.append((var.name, problem))
         return result.value
     if isinstance(value, list):
-        return [_expand_field(doc, label, (*origin, i), v, environ, secrets, missing) for i, v in enumerate(value)]
+        return [_expand_field(doc, raw, (*origin, i), v, environ, secrets, missing) for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: _expand_field(doc, label, (*origin, k), v, environ, secrets, missing) for k, v in value.items()}
+        return {k: _expand_field(doc, raw, (*origin, k), v, environ, secrets, missing) for k, v in value.items()}
     return value
 
 
@@ -273,7 +313,7 @@ def _section(
 
 
 def _validation_problems(
-    doc: Document, origin: tuple[PathPart, ...], exc: ValidationError, data: Any
+    doc: Document, origin: tuple[PathPart, ...], exc: ValidationError, data: Any, *, name: str | None = None
 ) -> list[ConfigProblem]:
     out = []
     kind = data.get("type") if isinstance(data, dict) else None
@@ -282,7 +322,8 @@ def _validation_problems(
         if loc and isinstance(kind, str) and loc[0] == kind:
             loc = loc[1:]
         reason = _reason(error["type"], error["msg"], loc, data, kind)
-        out.append(_problem(doc, (*origin, *[p for p in loc if isinstance(p, str | int)]), reason))
+        where = (*origin, *[p for p in loc if isinstance(p, str | int)])
+        out.append(_problem(doc, where, reason, label=(len(origin), name)))
     return out
 
 
@@ -303,20 +344,37 @@ def _reason(error_type: str, message: str, loc: list[Any], data: Any, kind: Any)
 
 
 def _known_keys(kind: Any) -> list[str]:
-    from mcpmux.config import models
-
-    table: dict[str, type[BaseModel]] = {
-        "stdio": models.StdioServerConfig,
-        "sse": models.SseServerConfig,
-        "http": models.StreamableHttpServerConfig,
-        "websocket": models.WebSocketServerConfig,
-        "tcp": models.TcpServerConfig,
-        "builtin": models.BuiltinServerConfig,
-    }
-    model = table.get(str(kind))
+    model = _MODELS.get(str(kind))
     return list(model.model_fields) if model else []
 
 
-def _problem(doc: Document, origin: tuple[PathPart, ...], reason: str) -> ConfigProblem:
+def _problem(
+    doc: Document,
+    origin: tuple[PathPart, ...],
+    reason: str,
+    *,
+    server: RawServer | None = None,
+    label: tuple[int, str | None] | None = None,
+) -> ConfigProblem:
+    """A problem at ``origin``; inside a server given by index, its path names the server too.
+
+    ``mcp.servers[3] (github).env.TOKEN`` says which server even when the file lists them.
+    """
     line, column = line_of(doc.tree, origin)
-    return ConfigProblem(doc.source, format_path(origin), reason, line, column)
+    if server is not None:
+        name = server.data.get("name")
+        label = (len(server.origin), name if isinstance(name, str) else None)
+    return ConfigProblem(doc.source, _labelled_path(origin, label), reason, line, column)
+
+
+def _labelled_path(origin: tuple[PathPart, ...], label: tuple[int, str | None] | None) -> str:
+    if (
+        label is None
+        or label[1] is None
+        or not 0 < label[0] <= len(origin)
+        or not isinstance(origin[label[0] - 1], int)
+    ):
+        return format_path(origin)
+    size, name = label
+    rest = format_path(origin[size:])
+    return f"{format_path(origin[:size])} ({name})" + ("." + rest if rest and not rest.startswith("[") else rest)

@@ -7,12 +7,26 @@ interpolation are already expanded here; env and header values are :class:`Secre
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    PrivateAttr,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import CoreSchema
 
+from mcpmux.errors import ConfigError, ConfigProblem, UnresolvedVariable
 from mcpmux.names import SERVER_NAME_PATTERN
 
 __all__ = [
@@ -46,6 +60,11 @@ PinningMode = Literal["off", "tofu", "strict"]
 BuiltinKind = Literal["workspace", "content_store"]
 
 
+def _one_item_list(value: object) -> object:
+    """A single string where a list is expected is a list of that one string."""
+    return (value,) if isinstance(value, str) else value
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -58,6 +77,8 @@ class SandboxConfig(_Frozen):
     filesystem: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()
     required: bool = True
+
+    _one_item = field_validator("filesystem", "writable", mode="before")(_one_item_list)
 
 
 class ApprovalRule(_Frozen):
@@ -81,6 +102,8 @@ class ServerSecurity(_Frozen):
     approval_rules: tuple[ApprovalRule, ...] = ()
     sandbox: SandboxConfig | None = None
 
+    _one_item = field_validator("allowed_tools", "denied_tools", mode="before")(_one_item_list)
+
 
 class SecurityConfig(_Frozen):
     """Global policy (``mcp.security``)."""
@@ -91,6 +114,8 @@ class SecurityConfig(_Frozen):
     approval_rules: tuple[ApprovalRule, ...] = ()
     pinning: PinningMode = "tofu"
     sandbox: SandboxConfig = SandboxConfig()
+
+    _one_item = field_validator("allowed_tools", "denied_tools", mode="before")(_one_item_list)
 
 
 class Settings(_Frozen):
@@ -105,6 +130,11 @@ class Settings(_Frozen):
     max_concurrent_calls: int = Field(32, ge=1)
     max_queued_calls: int = Field(256, ge=0)
     health_interval_ms: int | None = Field(None, gt=0)
+    env_passthrough: tuple[str, ...] = ()
+    """Names and globs (``CORP_*``) of mcpmux's environment variables that stdio children also get,
+    besides the built-in allow-list (PATH, HOME, locale, trust stores, proxies, ...)."""
+
+    _one_item = field_validator("env_passthrough", mode="before")(_one_item_list)
 
 
 class _ServerBase(_Frozen):
@@ -122,6 +152,29 @@ class _ServerBase(_Frozen):
     # from a file): whatever prints or stores this server's output masks them (stderr log, errors).
     secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)
     security: ServerSecurity | None = None
+
+    # (variable, problem) for each ``${VAR}`` left unexpanded; set by the loader, never by a file.
+    _unresolved: tuple[tuple[str, ConfigProblem], ...] = PrivateAttr(default=())
+
+    @property
+    def unresolved(self) -> tuple[ConfigProblem, ...]:
+        """Where this server uses unset variables (empty when every reference was expanded).
+
+        Such a server is loaded with its references as written, but cannot start.
+        """
+        return tuple(problem for _, problem in self._unresolved)
+
+    def unresolved_error(self) -> UnresolvedVariable | None:
+        """The error that starting this server raises, or ``None`` when nothing is unresolved."""
+        if not self._unresolved:
+            return None
+        return UnresolvedVariable(self.name, list(self.unresolved), [var for var, _ in self._unresolved])
+
+    def with_unresolved(self, unresolved: list[tuple[str, ConfigProblem]]) -> Self:
+        """A copy of this server that records ``(variable, problem)`` pairs of unset references."""
+        copy = self.model_copy()
+        copy._unresolved = tuple(unresolved)
+        return copy
 
     @field_validator("name")
     @classmethod
@@ -234,7 +287,15 @@ class BuiltinServerConfig(_ServerBase):
         return self.builtin or self.name.replace("-", "_")
 
 
-ServerConfig = Annotated[
+_SERVER_TYPES = (
+    StdioServerConfig,
+    SseServerConfig,
+    StreamableHttpServerConfig,
+    WebSocketServerConfig,
+    TcpServerConfig,
+    BuiltinServerConfig,
+)
+_AnyServerConfig = Annotated[
     StdioServerConfig
     | SseServerConfig
     | StreamableHttpServerConfig
@@ -243,6 +304,50 @@ ServerConfig = Annotated[
     | BuiltinServerConfig,
     Field(discriminator="type"),
 ]
+
+if TYPE_CHECKING:
+    ServerConfig = _AnyServerConfig
+else:
+
+    class _ServerConfigType(type):
+        """Makes the union constructible and usable with ``isinstance`` (type checkers see the union)."""
+
+        def __instancecheck__(cls, instance: object) -> bool:
+            return isinstance(instance, _SERVER_TYPES)
+
+        def __call__(cls, **fields: object) -> _AnyServerConfig:
+            fields.setdefault("type", "stdio")
+            try:
+                return _server_adapter().validate_python(fields)
+            except ValidationError as exc:
+                raise ConfigError(_problems("ServerConfig(...)", exc, fields["type"])) from exc
+
+    class ServerConfig(metaclass=_ServerConfigType):
+        """Any server entry, the union of the ``*ServerConfig`` models discriminated by ``type``.
+
+        Constructible: ``ServerConfig(name="time", command="uvx", args=["mcp-server-time"])`` is a
+        :class:`StdioServerConfig` (``type`` defaults to ``stdio``); ``ServerConfig(name="gh",
+        type="http", url="https://...")`` a :class:`StreamableHttpServerConfig`. Invalid fields raise
+        :class:`~mcpmux.errors.ConfigError` listing every problem.
+        """
+
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
+            return handler(_AnyServerConfig)
+
+
+@functools.cache
+def _server_adapter() -> TypeAdapter[_AnyServerConfig]:
+    return TypeAdapter(_AnyServerConfig)
+
+
+def _problems(source: str, exc: ValidationError, kind: object) -> list[ConfigProblem]:
+    out = []
+    for error in exc.errors(include_input=False, include_url=False):
+        loc = error["loc"][1:] if error["loc"][:1] == (kind,) else error["loc"]
+        path = ".".join(str(part) for part in loc)
+        out.append(ConfigProblem(source, path, error["msg"].removeprefix("Value error, ")))
+    return out
 
 
 class LLMConfig(_Frozen):

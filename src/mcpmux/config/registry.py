@@ -24,19 +24,35 @@ def registry_server(manifest: dict[str, Any], doc: Document) -> None:
     """Add the server that ``manifest`` describes to ``doc`` (or a problem saying why not)."""
     from mcpmux.config.formats import RawServer
 
-    name = _server_name(str(manifest.get("name") or "server"))
-    packages = [p for p in manifest.get("packages") or [] if isinstance(p, dict)]
+    raw_name = manifest.get("name") or "server"
+    if not isinstance(raw_name, str):
+        doc.problem(("name",), f"expected text, found {type(raw_name).__name__}")
+        return
+    name = _server_name(raw_name)
+    packages = _listed(doc, manifest, "packages")
     for index, package in enumerate(packages):
-        if package.get("registryType") in _RUNNERS and _transport_type(package) == "stdio":
+        runner = package.get("registryType")
+        if isinstance(runner, str) and runner in _RUNNERS and _transport_type(package) == "stdio":
             entry = _package_entry(name, package)
             doc.servers.append(RawServer(("packages", index), entry))
             return
-    remotes = [r for r in manifest.get("remotes") or [] if isinstance(r, dict)]
-    for index, remote in enumerate(remotes):
+    for index, remote in enumerate(_listed(doc, manifest, "remotes")):
         if remote.get("url"):
             doc.servers.append(RawServer(("remotes", index), _remote_entry(name, remote)))
             return
-    doc.problem((), "the manifest has no stdio package (npm, pypi, oci) and no remote with a url")
+    if not doc.problems:
+        doc.problem((), "the manifest has no stdio package (npm, pypi, oci) and no remote with a url")
+
+
+def _listed(doc: Document, manifest: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The mappings listed under ``key`` (a problem if ``key`` holds something else than a list)."""
+    items = manifest.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        doc.problem((key,), f"expected a list, found {type(items).__name__}")
+        return []
+    return [item for item in items if isinstance(item, dict)]
 
 
 def _server_name(registry_name: str) -> str:
@@ -84,7 +100,9 @@ def _remote_entry(name: str, remote: dict[str, Any]) -> dict[str, Any]:
 
 
 def _variables(items: Any) -> list[dict[str, Any]]:
-    return [i for i in items or [] if isinstance(i, dict) and isinstance(i.get("name"), str)]
+    if not isinstance(items, list):
+        return []
+    return [i for i in items if isinstance(i, dict) and isinstance(i.get("name"), str)]
 
 
 def _reference(variable: dict[str, Any]) -> str:
@@ -102,7 +120,7 @@ def _reference(variable: dict[str, Any]) -> str:
 
 def _arguments(items: Any) -> list[str]:
     out: list[str] = []
-    for item in items or []:
+    for item in items if isinstance(items, list) else []:
         if isinstance(item, str):
             out.append(item)
         elif isinstance(item, dict):

@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from mcpmux.config.models import ServerConfig, Settings
+from mcpmux.errors import MCPMuxError
 from mcpmux.transports.base import TransportStreams
 
 if TYPE_CHECKING:
@@ -73,10 +74,27 @@ def open_transport(server: ServerConfig, settings: Settings) -> AbstractAsyncCon
         CommandNotFound: a stdio server's command is not on its PATH.
         ConnectFailed, AuthRequired, HTTPStatusError: a network server could not be reached.
         TransportError: any other failure to open the transport.
+        UnresolvedVariable: the server's configuration uses an unset ``${VAR}``; nothing is started.
     """
+    unresolved = server.unresolved_error()
+    if unresolved is not None:
+        return _Refused(unresolved)
     module, function = OPENERS[server.type]
     opener: Opener = getattr(importlib.import_module(module), function)
     return opener(server, settings)
+
+
+class _Refused(AbstractAsyncContextManager[TransportStreams]):
+    """The transport of a server that must not start: entering it raises the reason."""
+
+    def __init__(self, error: MCPMuxError) -> None:
+        self._error = error
+
+    async def __aenter__(self) -> TransportStreams:
+        raise self._error
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
 
 
 def __getattr__(name: str) -> Any:

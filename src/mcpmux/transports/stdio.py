@@ -12,12 +12,13 @@ byte streams that fit the framer, and no asyncio-only API to pin us to one backe
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -37,17 +38,30 @@ from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.framing import LineFramer, LineWriter, pump_lines
 from mcpmux.transports.sandbox import package_runner_note, sandbox_command
 
-__all__ = ["INHERITED_ENV_PREFIXES", "INHERITED_ENV_VARS", "child_environment", "open_stdio", "resolve_command"]
+__all__ = [
+    "INHERITED_ENV_PREFIXES",
+    "INHERITED_ENV_VARS",
+    "NETWORK_ENV_VARS",
+    "child_environment",
+    "open_stdio",
+    "resolve_command",
+]
 
 logger = logging.getLogger("mcpmux.transports")
 
 _WINDOWS_ENV = ("APPDATA", "COMSPEC", "LOCALAPPDATA", "PATHEXT", "PROGRAMDATA", "SYSTEMDRIVE", "SYSTEMROOT",
                 "TEMP", "TMP", "USERPROFILE", "WINDIR")  # fmt: skip
+NETWORK_ENV_VARS: tuple[str, ...] = (
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+)  # fmt: skip
+"""Trust stores and proxies: without them ``npx``/``uvx`` fail behind a TLS-inspecting proxy."""
 INHERITED_ENV_VARS: tuple[str, ...] = (
     "HOME", "LANG", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER",
+    *NETWORK_ENV_VARS,
     *(_WINDOWS_ENV if sys.platform == "win32" else ()),
 )  # fmt: skip
-"""Variables a child inherits from mcpmux's environment; everything else must be in ``env``."""
+"""Variables a child inherits from mcpmux's environment; others need ``settings.env_passthrough`` or ``env``."""
 INHERITED_ENV_PREFIXES: tuple[str, ...] = ("LC_",)
 """Prefixes of inherited variables (the locale categories)."""
 
@@ -56,17 +70,21 @@ WRITER_FLUSH_S = 0.5
 Item = SessionMessage | Exception
 
 
-def child_environment(server: StdioServerConfig, parent: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_environment(
+    server: StdioServerConfig, parent: Mapping[str, str] | None = None, *, passthrough: Sequence[str] = ()
+) -> dict[str, str]:
     """The exact environment the child of ``server`` gets: the allow-listed part of ``parent``
     (``os.environ`` by default) overlaid with the server's configured ``env``.
 
-    Values holding shell functions (``() {...``) are never inherited.
+    ``passthrough`` (``settings.env_passthrough``) adds names and globs (``CORP_*``) to the
+    allow-list. Values holding shell functions (``() {...``) are never inherited.
     """
     source = os.environ if parent is None else parent
     env = {
         key: value
         for key, value in source.items()
-        if (key in INHERITED_ENV_VARS or key.startswith(INHERITED_ENV_PREFIXES)) and not value.startswith("()")
+        if (key in INHERITED_ENV_VARS or key.startswith(INHERITED_ENV_PREFIXES) or _passes(key, passthrough))
+        and not value.startswith("()")
     }
     env.setdefault("PATH", os.defpath)
     env.update({key: secret.get_secret_value() for key, secret in server.env.items()})
@@ -77,6 +95,10 @@ def _secrets_of(server: StdioServerConfig) -> frozenset[str]:
     """What to mask in the child's stderr and descriptions: its interpolated values and credential-like env."""
     configured = {v.get_secret_value() for k, v in server.env.items() if looks_secret(k, v.get_secret_value())}
     return server.secret_values | configured
+
+
+def _passes(key: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns)
 
 
 def resolve_command(server: StdioServerConfig, search_path: str) -> str:
@@ -105,7 +127,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
         CommandNotFound: the command is not on the child's PATH.
         TransportError: the process could not be started, or its required sandbox is unavailable.
     """
-    env = child_environment(server)
+    env = child_environment(server, passthrough=settings.env_passthrough)
     executable = resolve_command(server, env["PATH"])
     process = await _spawn(server, executable, env)
     secrets = _secrets_of(server)
