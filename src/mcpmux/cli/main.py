@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+# Imported for its effect: it registers the colon-aware bash completer before click completes.
+import mcpmux.cli.completion  # noqa: F401
 from mcpmux import __version__
 from mcpmux.errors import EXIT_INTERRUPTED, EXIT_USAGE, MCPMuxError, exit_code_for
 
@@ -111,13 +113,20 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI; return its exit code instead of exiting (for tests and embedding)."""
+    args = sys.argv[1:] if argv is None else argv
+    as_json = _wants_json(args)
     try:
         result: Any = cli.main(args=argv, prog_name="mcpmux", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
         exc.show()
-        return EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
+        code = EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
+        if as_json:
+            from mcpmux.cli.output import print_error_json
+
+            print_error_json(type(exc).__name__, exc.format_message(), None, code)
+        return code
     except click.Abort:
         click.echo("Aborted.", err=True)
         return EXIT_INTERRUPTED
@@ -127,6 +136,12 @@ def run(argv: list[str] | None = None) -> int:
     except MCPMuxError as exc:
         from mcpmux.cli.output import print_error
 
-        print_error(exc)
+        print_error(exc, as_json=as_json)
         return exit_code_for(exc)
     return result if isinstance(result, int) else 0
+
+
+def _wants_json(args: list[str]) -> bool:
+    # Known before parsing, so that a usage error of a `--json` command is JSON too.
+    options = args[: args.index("--")] if "--" in args else args
+    return "--json" in options

@@ -19,14 +19,14 @@ import click
 
 from mcpmux.cli import render
 from mcpmux.cli.completion import complete_prompts, complete_servers, complete_tools
-from mcpmux.cli.output import emit, err_console, json_option, redact_logs, state, table
-from mcpmux.config import Config, load_config
+from mcpmux.cli.connecting import raise_if_unusable, start_with_progress, warn_unusable
+from mcpmux.cli.output import clip, command_config, emit, json_option, redact_logs, state, table
+from mcpmux.config import Config
 from mcpmux.config.display import mask_secrets
-from mcpmux.errors import EXIT_FAILED, EXIT_OK, MCPMuxError
+from mcpmux.errors import EXIT_FAILED, EXIT_OK, ApprovalDenied, MCPMuxError, NameNotQualified
 
 if TYPE_CHECKING:
-    from mcpmux.manager import Manager
-    from mcpmux.policy import Guard
+    from mcpmux.policy import Approver, Guard
 
 _T = TypeVar("_T")
 
@@ -35,7 +35,7 @@ def run(body: Callable[[Config], Awaitable[_T]]) -> _T:
     """Load the configuration and run ``body`` on an event loop; secrets are masked in errors."""
     from mcpmux.config.display import redact
 
-    config = load_config(state().config_path)
+    config = command_config()
     state().secrets = config.secret_values
     redact_logs(config.secret_values)
     try:
@@ -46,51 +46,55 @@ def run(body: Callable[[Config], Awaitable[_T]]) -> _T:
 
 
 @asynccontextmanager
-async def managed(config: Config, start: bool | set[str] = True) -> AsyncIterator[Guard]:
+async def managed(
+    config: Config, start: bool | set[str] = True, *, approver: Approver | None = None
+) -> AsyncIterator[Guard]:
     """A started manager behind the guard, with a progress line on stderr while servers connect.
 
     Every command goes through the :class:`~mcpmux.policy.Guard`: denied and quarantined tools are
     not listed, calls that need approval are asked in the terminal (or refused without one), and
-    every call is audited.
+    every call is audited. A server the command addressed by name (``start`` as a set) that could not
+    be connected raises its own error (exit 3, or 4 when it needs authentication); any other server
+    that is not usable is a warning on stderr.
     """
     from mcpmux.cli.approval import terminal_approver
     from mcpmux.manager import Manager
     from mcpmux.policy import Guard
 
-    manager = Manager(config, start=start)
-    status = err_console().status("connecting to servers...") if sys.stderr.isatty() else None
-    if status is not None:
-        status.start()
+    manager = Manager(config, start=start, wait=False)
+    guard: Guard | None = None
     try:
-        await manager.start()
-    finally:
-        if status is not None:
-            status.stop()
-    guard = Guard(manager, face="cli", approver=terminal_approver())
-    try:
-        _warn_failed(manager, start, config.secret_values)
+        await start_with_progress(manager)
+        guard = Guard(manager, face="cli", approver=approver or terminal_approver())
+        if isinstance(start, set):
+            raise_if_unusable(manager, start)
+        warn_unusable(manager, config.secret_values)
         yield guard
     finally:
         await manager.stop()
-        guard.store.close()
+        if guard is not None:
+            guard.store.close()
 
 
-def _warn_failed(manager: Manager, start: bool | set[str], secrets: frozenset[str]) -> None:
-    for status in manager.status():
-        wanted = start is True or (isinstance(start, set) and status.name in start)
-        if wanted and status.state.value in ("failed", "needs-auth"):
-            reason = mask_secrets(status.reason, secrets)
-            sys.stderr.write(f"warning: server {status.name!r} {status.state.value}: {reason}\n")
-
-
-def servers_for(config: Config, canonical: str) -> set[str]:
+def tool_servers(config: Config, canonical: str, *, kind: str = "tool") -> set[str]:
     """The servers that may own ``canonical``: those whose namespace is its prefix, else unprefixed ones.
 
     This only chooses which servers to start; the call itself is routed by the manager's table.
+
+    Raises:
+        NameNotQualified: ``canonical`` has no ``server:`` prefix and no server is unprefixed.
     """
     namespace, sep, _ = canonical.partition(":")
     owners = {s.name for s in config.enabled_servers if sep and s.namespace == namespace}
-    return owners or {s.name for s in config.enabled_servers if s.namespace == ""} or {namespace}
+    owners = owners or {s.name for s in config.enabled_servers if s.namespace == ""}
+    if owners:
+        return owners
+    if not sep:
+        from mcpmux.cli.fast_list import cached_tool_names
+
+        known = cached_tool_names(config, prompts=kind == "prompt")
+        raise NameNotQualified(canonical, [n for n in known if n.partition(":")[2] == canonical], kind=kind)
+    return {namespace}
 
 
 def _json_object(text: str | None, args_file: Path | None) -> dict[str, Any]:
@@ -107,6 +111,47 @@ def _json_object(text: str | None, args_file: Path | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise click.BadParameter("arguments must be a JSON object", param_hint="JSON_ARGS")
     return value
+
+
+def call_arguments(words: tuple[str, ...], args_file: Path | None) -> dict[str, Any]:
+    """The arguments of ``call``: one JSON object, or ``KEY=VALUE`` / ``KEY:=JSON`` pairs.
+
+    ``KEY=VALUE`` takes VALUE as JSON when it parses (``n=3`` is a number, ``ok=true`` a boolean),
+    else as a string; ``KEY:=JSON`` requires JSON.
+    """
+    if len(words) == 1 and not _is_pair(words[0]):
+        if words[0].strip() and words[0].strip()[:1] not in ("{", "["):
+            raise click.BadParameter(f"{words[0]!r} is neither a JSON object nor KEY=VALUE", param_hint="ARGS")
+        return _json_object(words[0], args_file)
+    if args_file is not None and words:
+        raise click.BadParameter("give JSON_ARGS or --args-file, not both")
+    if args_file is not None:
+        return _json_object(None, args_file)
+    arguments: dict[str, Any] = {}
+    for word in words:
+        if not _is_pair(word):
+            raise click.BadParameter(f"{word!r} is not KEY=VALUE (or give one JSON object)", param_hint="ARGS")
+        key, value = _pair(word)
+        arguments[key] = value
+    return arguments
+
+
+def _is_pair(word: str) -> bool:
+    key = word.partition("=")[0].removesuffix(":")
+    return "=" in word and bool(key) and not word.lstrip().startswith(("{", "["))
+
+
+def _pair(word: str) -> tuple[str, Any]:
+    key, _, text = word.partition("=")
+    if key.endswith(":"):
+        try:
+            return key[:-1], json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise click.BadParameter(f"{key[:-1]}: not valid JSON: {exc.msg}", param_hint="KEY:=JSON") from exc
+    try:
+        return key, json.loads(text)
+    except json.JSONDecodeError:
+        return key, text
 
 
 # -- listing -----------------------------------------------------------------------------------
@@ -138,8 +183,7 @@ def list_cmd() -> None:
 
 
 def _short(text: str | None, width: int = 60) -> str:
-    text = (text or "").replace("\n", " ")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return clip(" ".join((text or "").split()), width)
 
 
 @click.command("tools")
@@ -216,22 +260,39 @@ def prompts_cmd(server: str | None) -> None:
 
 @click.command("call")
 @click.argument("name", metavar="SERVER:TOOL", shell_complete=complete_tools)
-@click.argument("arguments", metavar="[JSON_ARGS]", required=False)
+@click.argument("arguments", metavar="[JSON | KEY=VALUE...]", nargs=-1)
 @click.option(
     "--args-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read JSON_ARGS from a file."
 )
 @click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds to wait (default: the server's timeout).")
+@click.option(
+    "--yes", "-y", is_flag=True, help="Approve a call that needs approval, this once (deny rules still apply)."
+)
 @json_option
-def call_cmd(name: str, arguments: str | None, args_file: Path | None, timeout: float | None) -> int:
-    """Call a tool by its canonical name and print the result; exit 1 if the tool reports an error."""
-    args = _json_object(arguments, args_file)
+def call_cmd(name: str, arguments: tuple[str, ...], args_file: Path | None, timeout: float | None, yes: bool) -> int:
+    """Call a tool by its canonical name and print the result; exit 1 if the tool reports an error.
+
+    Arguments are one JSON object ('{"path": "a.txt"}') or KEY=VALUE pairs (path=a.txt n=3), where a
+    VALUE that parses as JSON is taken as JSON (3, true, null, [1]) and any other as a string;
+    KEY:=JSON insists on JSON.
+    """
+    from mcpmux.cli.approval import approve_this_invocation
+
+    args = call_arguments(arguments, args_file)
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         render.print_progress(progress, total, message)
 
     async def body(config: Config) -> Any:
-        async with managed(config, servers_for(config, name)) as guard:
-            return await guard.call_tool(name, args, timeout=timeout, on_progress=on_progress)
+        async with managed(
+            config, tool_servers(config, name), approver=approve_this_invocation if yes else None
+        ) as guard:
+            try:
+                return await guard.call_tool(name, args, timeout=timeout, on_progress=on_progress)
+            except ApprovalDenied as exc:
+                if exc.hint:
+                    exc.hint += "; or pass --yes to approve this one call"
+                raise
 
     result = run(body)
     emit(render.dump(result), lambda: render.print_tool_result(result))
@@ -266,7 +327,7 @@ def prompt_cmd(name: str, arguments: str | None) -> None:
     args = {k: v if isinstance(v, str) else json.dumps(v) for k, v in _json_object(arguments, None).items()}
 
     async def body(config: Config) -> Any:
-        async with managed(config, servers_for(config, name)) as guard:
+        async with managed(config, tool_servers(config, name, kind="prompt")) as guard:
             return await guard.get_prompt(name, args)
 
     result = run(body)

@@ -17,8 +17,7 @@ import click
 
 from mcpmux.cli import render
 from mcpmux.cli.completion import complete_servers
-from mcpmux.cli.output import emit, err_console, json_option, redact_logs, state
-from mcpmux.config import load_config
+from mcpmux.cli.output import command_config, emit, err_console, json_option, redact_logs, state
 from mcpmux.errors import MCPMuxError
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ def _redact(text: str) -> str:
 async def _connected(name: str) -> AsyncIterator[Connection]:
     from mcpmux.connection import Connection
 
-    config = load_config(state().config_path)
+    config = command_config()
     state().secrets = config.secret_values
     redact_logs(config.secret_values)
     server = config.server(name)
