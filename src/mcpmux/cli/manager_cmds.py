@@ -18,12 +18,13 @@ import anyio
 import click
 
 from mcpmux.cli import render
-from mcpmux.cli.completion import complete_prompts, complete_servers, complete_tools
+from mcpmux.cli.completion import complete_prompts, complete_servers, complete_servers_or_tools, complete_tools
 from mcpmux.cli.connecting import raise_if_unusable, start_with_progress, warn_unusable
 from mcpmux.cli.output import clip, command_config, emit, json_option, redact_logs, state, table
+from mcpmux.cli.tool_view import print_tool, tool_json
 from mcpmux.config import Config
 from mcpmux.config.display import mask_secrets
-from mcpmux.errors import EXIT_FAILED, EXIT_OK, ApprovalDenied, MCPMuxError, NameNotQualified
+from mcpmux.errors import EXIT_FAILED, EXIT_OK, ApprovalDenied, MCPMuxError, NameNotQualified, ToolNotFound, closest
 
 if TYPE_CHECKING:
     from mcpmux.policy import Approver, Guard
@@ -187,10 +188,16 @@ def _short(text: str | None, width: int = 60) -> str:
 
 
 @click.command("tools")
-@click.argument("server", required=False, shell_complete=complete_servers)
+@click.argument("server", metavar="[SERVER | SERVER:TOOL]", required=False, shell_complete=complete_servers_or_tools)
 @json_option
 def tools_cmd(server: str | None) -> None:
-    """List the tools of every server (or of SERVER) under their canonical names."""
+    """List the tools of every server (or of SERVER) under their canonical names.
+
+    Given SERVER:TOOL, show that one tool: its description, parameters, output schema and annotations.
+    """
+    if server is not None and ":" in server:
+        _show_tool(server)
+        return
 
     async def body(config: Config) -> list[Any]:
         if server is not None:
@@ -199,21 +206,19 @@ def tools_cmd(server: str | None) -> None:
             return guard.tools(server)
 
     tools = run(body)
-    emit([_tool_json(t) for t in tools], lambda: render.print_tool_infos(tools))
+    emit([tool_json(t) for t in tools], lambda: render.print_tool_infos(tools))
 
 
-def _tool_json(tool: Any) -> dict[str, Any]:
-    return {
-        "name": tool.name,
-        "server": tool.server,
-        "tool": tool.tool,
-        "title": tool.title,
-        "description": tool.description,
-        "input_schema": tool.input_schema,
-        "output_schema": tool.output_schema,
-        "annotations": tool.annotations,
-        "synthetic": tool.synthetic,
-    }
+def _show_tool(name: str) -> None:
+    async def body(config: Config) -> Any:
+        async with managed(config, tool_servers(config, name)) as guard:
+            listed = {t.name: t for t in guard.tools()}
+            if name not in listed:
+                raise ToolNotFound(name, closest(name, listed))
+            return listed[name]
+
+    tool = run(body)
+    emit(tool_json(tool), lambda: print_tool(tool))
 
 
 @click.command("resources")
