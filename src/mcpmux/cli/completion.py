@@ -20,6 +20,7 @@ from click.shell_completion import (
     split_arg_string,
 )
 
+from mcpmux.cli.main import COMPLETE_VAR
 from mcpmux.errors import MCPMuxError
 
 __all__ = [
@@ -34,7 +35,6 @@ __all__ = [
     "server_names",
 ]
 
-COMPLETE_VAR = "_MCPMUX_COMPLETE"
 SHELLS = ("bash", "zsh", "fish")
 
 logger = logging.getLogger(__name__)

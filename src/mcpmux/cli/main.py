@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 import click
 
-# Imported for its effect: it registers the colon-aware bash completer before click completes.
-import mcpmux.cli.completion  # noqa: F401
 from mcpmux import __version__
 from mcpmux.errors import EXIT_INTERRUPTED, EXIT_USAGE, MCPMuxError, exit_code_for
 
-__all__ = ["CliState", "cli", "main"]
+__all__ = ["COMPLETE_VAR", "CliState", "cli", "main"]
+
+COMPLETE_VAR = "_MCPMUX_COMPLETE"
+"""Set by the shell completion scripts (click's protocol; its default name for ``mcpmux``)."""
 
 # name -> (module, attribute, one-line help). The help text lives here so `--help` imports nothing.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -115,6 +117,8 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI; return its exit code instead of exiting (for tests and embedding)."""
     args = sys.argv[1:] if argv is None else argv
     as_json = _wants_json(args)
+    if COMPLETE_VAR in os.environ:
+        importlib.import_module("mcpmux.cli.completion")  # registers the colon-aware bash completer
     try:
         result: Any = cli.main(args=argv, prog_name="mcpmux", standalone_mode=False)
     except click.exceptions.Exit as exc:
