@@ -180,3 +180,31 @@ def test_the_progress_line_names_the_pending_servers_and_the_time() -> None:
     assert pending_line(statuses, 3.24) == "connecting: 1 of 4 ready, waiting for slow, flaky (3.2 s)"
     many = [_status(f"s{i}", ServerState.STARTING) for i in range(6)]
     assert pending_line(many, 0).endswith("waiting for s0, s1, s2, s3 and 2 more (0.0 s)")
+
+
+# -- not configuration: tokens and other hosts' files ----------------------------------------------------
+
+
+def test_revoking_an_unknown_token_is_a_usage_error_naming_the_close_one(project: Path) -> None:
+    assert invoke("token", "create", "alice")[0] == 0
+    code, _, err = invoke("token", "revoke", "alic")
+    assert code == 2 and "invalid configuration" not in err
+    assert err.startswith("Error: no token named 'alic'; did you mean 'alice'?")
+
+
+def test_importing_from_a_missing_file_is_a_usage_error_that_suggests_a_host(project: Path) -> None:
+    code, out, err = invoke("import", "--from", "claude-desktp", "--json")
+    assert code == 2 and "invalid configuration" not in err
+    assert "no file or host named 'claude-desktp'; did you mean 'claude-desktop'" in err
+    assert json.loads(out)["error"]["type"] == "NotFound"
+
+
+def test_requiring_auth_without_any_token_is_a_usage_error() -> None:
+    from mcpmux.errors import UsageError, exit_code_for
+    from mcpmux.gateway.run import http_security
+    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.policy import StateStore
+
+    with StateStore() as store, pytest.raises(UsageError, match="--auth requires a bearer token") as caught:
+        http_security("127.0.0.1", TokenStore(store), require_auth=True)
+    assert exit_code_for(caught.value) == 2 and "invalid configuration" not in str(caught.value)

@@ -19,7 +19,7 @@ import anyio.abc
 from mcp.server.stdio import stdio_server
 
 from mcpmux.config.models import Config
-from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.errors import ConfigError, ConfigProblem, UsageError
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.http import HttpOptions, serve_http
 from mcpmux.gateway.security import HttpSecurity, is_loopback
@@ -64,6 +64,7 @@ def http_security(
 
     Raises:
         ConfigError: a non-loopback bind without any token to require.
+        UsageError: ``require_auth`` without any token.
     """
     existing = tokens.list()
     if not is_loopback(host) and not existing:
@@ -71,7 +72,7 @@ def http_security(
             ConfigProblem("<cli>", "--http", f"refusing to listen on {host} without auth: {NO_AUTH_HINT}")
         )
     if require_auth and not existing:
-        raise ConfigError(ConfigProblem("<cli>", "--auth", f"no token exists: {NO_AUTH_HINT}"))
+        raise UsageError("--auth requires a bearer token and none exists", hint=NO_AUTH_HINT)
     defaults = HttpSecurity()
     hosts = [*defaults.allowed_hosts, *([] if is_loopback(host) else [f"{host}:*"]), *allow_hosts]
     return HttpSecurity(
