@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "approve": ("mcpmux.cli.guard_cmds", "approve_cmd", "Approve held-back tool definitions of SERVER[:TOOL]."),
     "audit": ("mcpmux.cli.guard_cmds", "audit_cmd", "Show the audit log of calls."),
     "builtin": ("mcpmux.cli.builtin_cmd", "builtin", "Serve a built-in server (workspace, content_store) on stdio."),
-    "call": ("mcpmux.cli.manager_cmds", "call_cmd", "Call SERVER:TOOL with JSON arguments and print the result."),
+    "call": ("mcpmux.cli.manager_cmds", "call_cmd", "Call SERVER:TOOL with JSON or KEY=VALUE arguments."),
     "chat": ("mcpmux.chat.command", "chat_cmd", "Chat with a model that uses every server's tools (/help inside)."),
     "completion": ("mcpmux.cli.completion", "completion_cmd", "Print a shell completion script (bash, zsh, fish)."),
     "config": ("mcpmux.cli.config_cmds", "config", "Show, locate and validate the configuration."),
@@ -55,7 +55,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "show": ("mcpmux.cli.show_cmds", "show_cmd", "Everything about one server: config, state, tools, stderr."),
     "test": ("mcpmux.cli.server_cmds", "test_cmd", "Connect to a server, ping it, list everything, report timings."),
     "token": ("mcpmux.cli.serve_cmds", "token", "Create, list and revoke the gateway's bearer tokens."),
-    "tools": ("mcpmux.cli.manager_cmds", "tools_cmd", "List the tools of every server (or one)."),
+    "tools": ("mcpmux.cli.manager_cmds", "tools_cmd", "List the tools of every server (or one), or show SERVER:TOOL."),
 }
 
 
