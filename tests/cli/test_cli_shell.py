@@ -11,9 +11,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from mcpmux.cli.arguments import call_arguments
 from mcpmux.cli.connecting import pending_line
 from mcpmux.cli.main import run
-from mcpmux.cli.manager_cmds import call_arguments
 from mcpmux.manager import ServerState, ServerStatus
 
 PROJECT = """\
