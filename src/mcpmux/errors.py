@@ -9,8 +9,12 @@ from the builtin :class:`TimeoutError`.
 
     MCPMuxError
     ├── ConfigError                    invalid configuration; lists every problem (exit 2)
-    │   ├── ServerNotConfigured        a command named a server the config does not have
     │   └── UnresolvedVariable         a server's ``${VAR}`` is unset: only that server fails
+    ├── UsageError                     a command was given something it cannot use (exit 2)
+    │   ├── NotFound                   it names nothing that exists (server, token, file); closest names given
+    │   │   ├── ServerNotConfigured    a command named a server the config does not have
+    │   │   └── ToolNotFound           no tool (resource, prompt) has that name; closest names given
+    │   └── NameNotQualified           a tool name without its ``server:`` prefix
     ├── TransportError                 a server could not be started, reached or kept (exit 3)
     │   ├── CommandNotFound            a stdio command is not on PATH
     │   ├── ServerExited               the child process exited (before or after the handshake)
@@ -26,7 +30,6 @@ from the builtin :class:`TimeoutError`.
     ├── MCPTimeoutError (TimeoutError) a deadline passed (exit 3)
     ├── ServerError                    the server answered a request with a JSON-RPC error (exit 1)
     ├── ToolError                      a tool returned ``isError: true`` (exit 1)
-    ├── ToolNotFound                   no tool (resource, prompt) has that name; closest names given (exit 1)
     ├── NameCollision                  two tools map to one provider name (exit 2)
     ├── ServerUnavailable              the server is failed, disabled or its circuit is open (exit 3)
     ├── Busy                           too many calls queued for one server (exit 1)
@@ -40,6 +43,7 @@ from the builtin :class:`TimeoutError`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
@@ -62,6 +66,8 @@ __all__ = [
     "MCPTimeoutError",
     "MessageTooLarge",
     "NameCollision",
+    "NameNotQualified",
+    "NotFound",
     "PolicyError",
     "ProtocolError",
     "ProtocolVersionMismatch",
@@ -78,6 +84,8 @@ __all__ = [
     "ToolQuarantined",
     "TransportError",
     "UnresolvedVariable",
+    "UsageError",
+    "closest",
     "exit_code_for",
 ]
 
@@ -163,14 +171,62 @@ class ConfigError(MCPMuxError):
         super().__init__(message)
 
 
-class ServerNotConfigured(ConfigError):
+# -- usage -------------------------------------------------------------------------------------
+
+
+class UsageError(MCPMuxError):
+    """A command (or a library call) was given something it cannot use; not a configuration problem."""
+
+
+class NotFound(UsageError):
+    """A name given to a command names nothing that exists.
+
+    Attributes:
+        kind: what was looked for (``server``, ``tool``, ``token``, ``file``, ...).
+        name: the name given.
+        suggestions: the closest existing names, best first.
+    """
+
+    def __init__(
+        self, kind: str, name: str, suggestions: list[str], *, detail: str = "", hint: str | None = None
+    ) -> None:
+        close = f"; did you mean {', '.join(repr(s) for s in suggestions[:3])}?" if suggestions else ""
+        super().__init__(f"no {kind} named {name!r}{close}{detail}", hint=hint)
+        self.kind, self.name, self.suggestions = kind, name, suggestions
+
+
+def closest(name: str, known: Iterable[str], *, limit: int = 3) -> list[str]:
+    """The names of ``known`` closest to ``name`` (for "did you mean"), best first."""
+    import difflib
+
+    return difflib.get_close_matches(name, list(known), n=limit, cutoff=0.5)
+
+
+class ServerNotConfigured(NotFound):
     """A command named a server that no configuration source defines."""
 
     def __init__(self, server: str, known: list[str]) -> None:
         listing = ", ".join(sorted(known)) or "none"
-        super().__init__(ConfigProblem("<cli>", "", f"no server named {server!r} (configured: {listing})"))
+        super().__init__(
+            "server",
+            server,
+            closest(server, known),
+            detail=f" (configured: {listing})",
+            hint="`mcpmux list` shows the configured servers; `mcpmux add` adds one",
+        )
         self.server, self.known = server, known
-        self.hint = "`mcpmux config show` lists the configured servers"
+
+
+class NameNotQualified(UsageError):
+    """A tool (or prompt) name lacks its ``server:`` prefix."""
+
+    def __init__(self, name: str, suggestions: list[str], *, kind: str = "tool") -> None:
+        close = f"; did you mean {', '.join(repr(s) for s in suggestions[:3])}?" if suggestions else ""
+        super().__init__(
+            f"{kind} name {name!r} has no server prefix: name it as SERVER:{kind.upper()}{close}",
+            hint=f"`mcpmux {kind}s` lists every {kind} under its canonical name",
+        )
+        self.name, self.suggestions, self.kind = name, suggestions, kind
 
 
 class UnresolvedVariable(ConfigError):
@@ -398,13 +454,11 @@ class ToolError(MCPMuxError):
         self.server, self.tool, self.text = server, tool, text
 
 
-class ToolNotFound(MCPMuxError):
+class ToolNotFound(NotFound):
     """No tool, resource or prompt has that canonical name."""
 
     def __init__(self, name: str, suggestions: list[str], *, kind: str = "tool") -> None:
-        close = f"; did you mean {', '.join(repr(s) for s in suggestions[:3])}?" if suggestions else ""
-        super().__init__(f"no {kind} named {name!r}{close}", hint="`mcpmux tools` lists every tool")
-        self.name, self.suggestions, self.kind = name, suggestions, kind
+        super().__init__(kind, name, suggestions, hint="`mcpmux tools` lists every tool")
 
 
 class NameCollision(MCPMuxError):
@@ -486,6 +540,7 @@ class ToolDefinitionChanged(ToolQuarantined):
 
 _EXIT_CODES: dict[type[BaseException], int] = {
     ConfigError: EXIT_USAGE,
+    UsageError: EXIT_USAGE,
     AuthRequired: EXIT_AUTH,
     ResponseTooLarge: EXIT_FAILED,
     TransportError: EXIT_UNREACHABLE,
@@ -493,7 +548,6 @@ _EXIT_CODES: dict[type[BaseException], int] = {
     MCPTimeoutError: EXIT_UNREACHABLE,
     ServerError: EXIT_FAILED,
     ToolError: EXIT_FAILED,
-    ToolNotFound: EXIT_FAILED,
     NameCollision: EXIT_USAGE,
     ServerUnavailable: EXIT_UNREACHABLE,
     Busy: EXIT_FAILED,

@@ -67,7 +67,7 @@ def test_run_exits_1_when_the_endpoint_fails(workdir: Path, capsys: pytest.Captu
 def test_run_without_a_key_or_endpoint_says_how_to_configure_one(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(["run", "hi"]) == 1
+    assert run(["run", "hi"]) == 2  # a configuration problem, found before any server starts
     err = capsys.readouterr().err
     assert "no API key" in err
     assert "OPENAI_API_KEY" in err

@@ -76,9 +76,9 @@ def test_an_unreachable_server_exits_3_with_its_evidence(project: Path) -> None:
     assert "boom on stderr" in crashed.stderr
 
 
-def test_an_unknown_tool_exits_1_with_suggestions(project: Path) -> None:
+def test_an_unknown_tool_is_a_usage_error_with_suggestions(project: Path) -> None:
     run = mcpmux("call", "time:get_curent_time")
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert "did you mean 'time:get_current_time'" in run.stderr
 
 

@@ -10,7 +10,7 @@ import anyio
 
 from mcpmux.policy import Answer, ApprovalRequest
 
-__all__ = ["terminal_approver"]
+__all__ = ["approve_this_invocation", "terminal_approver"]
 
 _CHOICES = {
     "y": Answer.YES,
@@ -29,6 +29,16 @@ def terminal_approver() -> TerminalApprover | None:
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         return None
     return TerminalApprover(sys.stdin, sys.stderr)
+
+
+async def approve_this_invocation(request: ApprovalRequest) -> Answer:
+    """``--yes``: approve each call that asks, for this command only (never remembered).
+
+    The guard consults an approver only after its deny rules and pins have let the call through, so
+    ``--yes`` cannot override a deny rule or a quarantined tool.
+    """
+    sys.stderr.write(f"mcpmux: {request.name} approved by --yes ({request.reason})\n")
+    return Answer.YES
 
 
 class TerminalApprover:

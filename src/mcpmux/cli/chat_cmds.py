@@ -17,7 +17,7 @@ import anyio
 import click
 
 from mcpmux.cli.manager_cmds import run
-from mcpmux.cli.output import json_option, state
+from mcpmux.cli.output import command_config, json_option, state
 from mcpmux.config import Config
 from mcpmux.errors import EXIT_FAILED, EXIT_OK
 
@@ -54,15 +54,17 @@ def run_cmd(
     always_load: tuple[str, ...], tool_threshold: int,
 ) -> int:  # fmt: skip
     """Send PROMPT to the model with every server's tools; print the answer (exit 1 if it failed)."""
+    from mcpmux.bridge.providers import make_provider
+
     overrides = {k: v for k, v in {"provider": provider, "model": model, "base_url": base_url}.items() if v}
     as_json = bool(state().json)
+    # The model settings are checked before any server starts: a missing key fails at once.
+    llm = make_provider(command_config().llm.model_copy(update=overrides), check=True)
 
     async def body(config: Config) -> LoopResult:
         from mcpmux.bridge.agent import AgentOptions, agent_session
-        from mcpmux.bridge.providers import make_provider
         from mcpmux.cli.approval import terminal_approver
 
-        llm = make_provider(config.llm.model_copy(update=overrides))
         interactive = sys.stdin.isatty() and sys.stderr.isatty()
         options = AgentOptions(
             face="cli", max_turns=max_turns, always_load=always_load, tool_threshold=tool_threshold,

@@ -9,23 +9,32 @@ configuration, tool names from the catalog cache: completing never starts a serv
 from __future__ import annotations
 
 import logging
+import os
 
 import click
-from click.shell_completion import CompletionItem, get_completion_class
+from click.shell_completion import (
+    BashComplete,
+    CompletionItem,
+    add_completion_class,
+    get_completion_class,
+    split_arg_string,
+)
 
+from mcpmux.cli.main import COMPLETE_VAR
 from mcpmux.errors import MCPMuxError
 
 __all__ = [
     "COMPLETE_VAR",
+    "ColonBashComplete",
     "complete_hosts",
     "complete_prompts",
     "complete_servers",
+    "complete_servers_or_tools",
     "complete_tools",
     "completion_cmd",
     "server_names",
 ]
 
-COMPLETE_VAR = "_MCPMUX_COMPLETE"
 SHELLS = ("bash", "zsh", "fish")
 
 logger = logging.getLogger(__name__)
@@ -62,6 +71,13 @@ def complete_tools(ctx: click.Context, param: click.Parameter, incomplete: str) 
     return _cached(ctx, incomplete, prompts=False)
 
 
+def complete_servers_or_tools(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """``shell_complete=`` for ``tools [SERVER | SERVER:TOOL]``: server names, then tool names after a colon."""
+    if ":" in incomplete:
+        return complete_tools(ctx, param, incomplete)
+    return complete_servers(ctx, param, incomplete)
+
+
 def complete_prompts(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """``shell_complete=`` for a SERVER:PROMPT argument: canonical names from the catalog cache."""
     return _cached(ctx, incomplete, prompts=True)
@@ -85,6 +101,80 @@ def _cached(ctx: click.Context, incomplete: str, *, prompts: bool) -> list[Compl
         logger.debug("no names to complete: %s", exc)
         return []
     return [CompletionItem(n) for n in names if n.startswith(incomplete)]
+
+
+# click's bash script, plus the line, cursor and word breaks, so that names with a colon complete.
+_SOURCE_BASH = """\
+%(complete_func)s() {
+    local IFS=$'\\n'
+    local response
+
+    response=$(env COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD=$COMP_CWORD \\
+COMP_LINE="$COMP_LINE" COMP_POINT=$COMP_POINT COMP_WORDBREAKS="$COMP_WORDBREAKS" \\
+%(complete_var)s=bash_complete $1)
+
+    for completion in $response; do
+        IFS=',' read type value <<< "$completion"
+
+        if [[ $type == 'dir' ]]; then
+            COMPREPLY=()
+            compopt -o dirnames
+        elif [[ $type == 'file' ]]; then
+            COMPREPLY=()
+            compopt -o default
+        elif [[ $type == 'plain' ]]; then
+            COMPREPLY+=($value)
+        fi
+    done
+
+    return 0
+}
+
+%(complete_func)s_setup() {
+    complete -o nosort -F %(complete_func)s %(prog_name)s
+}
+
+%(complete_func)s_setup;
+"""
+
+
+class ColonBashComplete(BashComplete):
+    """Bash completion that completes ``server:tool`` although bash breaks words at ``:``.
+
+    Bash splits ``fs:re`` into ``fs``, ``:``, ``re`` (``:`` is in ``COMP_WORDBREAKS``) and replaces
+    only the text after the last break character. So the word is read from ``COMP_LINE`` up to the
+    cursor, and each candidate is given back without the part bash keeps (as bash-completion's
+    ``__ltrim_colon_completions`` does).
+    """
+
+    source_template = _SOURCE_BASH
+    _kept = ""
+
+    def get_completion_args(self) -> tuple[list[str], str]:
+        line = os.environ.get("COMP_LINE")
+        if line is None:  # an older script: click's own protocol
+            return super().get_completion_args()
+        point = int(os.environ.get("COMP_POINT", len(line)))
+        before = line[:point]
+        words = split_arg_string(before)
+        incomplete = "" if not before or before[-1].isspace() or not words else words.pop()
+        self._kept = _kept_prefix(incomplete, os.environ.get("COMP_WORDBREAKS", ""))
+        return words[1:], incomplete
+
+    def format_completion(self, item: CompletionItem) -> str:
+        kept = self._kept
+        value = item.value[len(kept) :] if kept and item.value.startswith(kept) else item.value
+        return f"{item.type},{value}"
+
+
+def _kept_prefix(incomplete: str, wordbreaks: str) -> str:
+    """The part of ``incomplete`` bash keeps: up to its last word-break character (``:``, ``=``)."""
+    breaks = set(wordbreaks) - set(" \t\n\"'")
+    cut = max((incomplete.rfind(c) for c in breaks), default=-1)
+    return incomplete[: cut + 1]
+
+
+add_completion_class(ColonBashComplete, "bash")
 
 
 @click.command("completion")

@@ -137,10 +137,9 @@ def cached_tool_names(config: Config, *, prompts: bool = False) -> list[str]:
 
 def emit_lazy_list() -> bool:
     """Print ``mcpmux list`` from the configuration and the catalog if no server must start."""
-    from mcpmux.cli.output import emit, state, table
-    from mcpmux.config import load_config
+    from mcpmux.cli.output import command_config, emit, state, table
 
-    config = load_config(state().config_path)
+    config = command_config()
     rows = lazy_rows(config)
     if rows is None:
         return False

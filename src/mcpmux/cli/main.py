@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,10 @@ import click
 from mcpmux import __version__
 from mcpmux.errors import EXIT_INTERRUPTED, EXIT_USAGE, MCPMuxError, exit_code_for
 
-__all__ = ["CliState", "cli", "main"]
+__all__ = ["COMPLETE_VAR", "CliState", "cli", "main"]
+
+COMPLETE_VAR = "_MCPMUX_COMPLETE"
+"""Set by the shell completion scripts (click's protocol; its default name for ``mcpmux``)."""
 
 # name -> (module, attribute, one-line help). The help text lives here so `--help` imports nothing.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -26,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "approve": ("mcpmux.cli.guard_cmds", "approve_cmd", "Approve held-back tool definitions of SERVER[:TOOL]."),
     "audit": ("mcpmux.cli.guard_cmds", "audit_cmd", "Show the audit log of calls."),
     "builtin": ("mcpmux.cli.builtin_cmd", "builtin", "Serve a built-in server (workspace, content_store) on stdio."),
-    "call": ("mcpmux.cli.manager_cmds", "call_cmd", "Call SERVER:TOOL with JSON arguments and print the result."),
+    "call": ("mcpmux.cli.manager_cmds", "call_cmd", "Call SERVER:TOOL with JSON or KEY=VALUE arguments."),
     "chat": ("mcpmux.chat.command", "chat_cmd", "Chat with a model that uses every server's tools (/help inside)."),
     "completion": ("mcpmux.cli.completion", "completion_cmd", "Print a shell completion script (bash, zsh, fish)."),
     "config": ("mcpmux.cli.config_cmds", "config", "Show, locate and validate the configuration."),
@@ -51,7 +55,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "show": ("mcpmux.cli.show_cmds", "show_cmd", "Everything about one server: config, state, tools, stderr."),
     "test": ("mcpmux.cli.server_cmds", "test_cmd", "Connect to a server, ping it, list everything, report timings."),
     "token": ("mcpmux.cli.serve_cmds", "token", "Create, list and revoke the gateway's bearer tokens."),
-    "tools": ("mcpmux.cli.manager_cmds", "tools_cmd", "List the tools of every server (or one)."),
+    "tools": ("mcpmux.cli.manager_cmds", "tools_cmd", "List the tools of every server (or one), or show SERVER:TOOL."),
 }
 
 
@@ -111,13 +115,22 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI; return its exit code instead of exiting (for tests and embedding)."""
+    args = sys.argv[1:] if argv is None else argv
+    as_json = _wants_json(args)
+    if COMPLETE_VAR in os.environ:
+        importlib.import_module("mcpmux.cli.completion")  # registers the colon-aware bash completer
     try:
         result: Any = cli.main(args=argv, prog_name="mcpmux", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
         exc.show()
-        return EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
+        code = EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
+        if as_json:
+            from mcpmux.cli.output import print_error_json
+
+            print_error_json(type(exc).__name__, exc.format_message(), None, code)
+        return code
     except click.Abort:
         click.echo("Aborted.", err=True)
         return EXIT_INTERRUPTED
@@ -127,6 +140,12 @@ def run(argv: list[str] | None = None) -> int:
     except MCPMuxError as exc:
         from mcpmux.cli.output import print_error
 
-        print_error(exc)
+        print_error(exc, as_json=as_json)
         return exit_code_for(exc)
     return result if isinstance(result, int) else 0
+
+
+def _wants_json(args: list[str]) -> bool:
+    # Known before parsing, so that a usage error of a `--json` command is JSON too.
+    options = args[: args.index("--")] if "--" in args else args
+    return "--json" in options

@@ -18,15 +18,17 @@ import anyio
 import click
 
 from mcpmux.cli import render
-from mcpmux.cli.completion import complete_prompts, complete_servers, complete_tools
-from mcpmux.cli.output import emit, err_console, json_option, redact_logs, state, table
-from mcpmux.config import Config, load_config
+from mcpmux.cli.arguments import call_arguments, json_object
+from mcpmux.cli.completion import complete_prompts, complete_servers, complete_servers_or_tools, complete_tools
+from mcpmux.cli.connecting import raise_if_unusable, start_with_progress, warn_unusable
+from mcpmux.cli.output import clip, command_config, emit, json_option, redact_logs, state, table
+from mcpmux.cli.tool_view import print_tool, tool_json
+from mcpmux.config import Config
 from mcpmux.config.display import mask_secrets
-from mcpmux.errors import EXIT_FAILED, EXIT_OK, MCPMuxError
+from mcpmux.errors import EXIT_FAILED, EXIT_OK, ApprovalDenied, MCPMuxError, NameNotQualified, ToolNotFound, closest
 
 if TYPE_CHECKING:
-    from mcpmux.manager import Manager
-    from mcpmux.policy import Guard
+    from mcpmux.policy import Approver, Guard
 
 _T = TypeVar("_T")
 
@@ -35,7 +37,7 @@ def run(body: Callable[[Config], Awaitable[_T]]) -> _T:
     """Load the configuration and run ``body`` on an event loop; secrets are masked in errors."""
     from mcpmux.config.display import redact
 
-    config = load_config(state().config_path)
+    config = command_config()
     state().secrets = config.secret_values
     redact_logs(config.secret_values)
     try:
@@ -46,67 +48,55 @@ def run(body: Callable[[Config], Awaitable[_T]]) -> _T:
 
 
 @asynccontextmanager
-async def managed(config: Config, start: bool | set[str] = True) -> AsyncIterator[Guard]:
+async def managed(
+    config: Config, start: bool | set[str] = True, *, approver: Approver | None = None
+) -> AsyncIterator[Guard]:
     """A started manager behind the guard, with a progress line on stderr while servers connect.
 
     Every command goes through the :class:`~mcpmux.policy.Guard`: denied and quarantined tools are
     not listed, calls that need approval are asked in the terminal (or refused without one), and
-    every call is audited.
+    every call is audited. A server the command addressed by name (``start`` as a set) that could not
+    be connected raises its own error (exit 3, or 4 when it needs authentication); any other server
+    that is not usable is a warning on stderr.
     """
     from mcpmux.cli.approval import terminal_approver
     from mcpmux.manager import Manager
     from mcpmux.policy import Guard
 
-    manager = Manager(config, start=start)
-    status = err_console().status("connecting to servers...") if sys.stderr.isatty() else None
-    if status is not None:
-        status.start()
+    manager = Manager(config, start=start, wait=False)
+    guard: Guard | None = None
     try:
-        await manager.start()
-    finally:
-        if status is not None:
-            status.stop()
-    guard = Guard(manager, face="cli", approver=terminal_approver())
-    try:
-        _warn_failed(manager, start, config.secret_values)
+        await start_with_progress(manager)
+        guard = Guard(manager, face="cli", approver=approver or terminal_approver())
+        if isinstance(start, set):
+            raise_if_unusable(manager, start)
+        warn_unusable(manager, config.secret_values)
         yield guard
     finally:
         await manager.stop()
-        guard.store.close()
+        if guard is not None:
+            guard.store.close()
 
 
-def _warn_failed(manager: Manager, start: bool | set[str], secrets: frozenset[str]) -> None:
-    for status in manager.status():
-        wanted = start is True or (isinstance(start, set) and status.name in start)
-        if wanted and status.state.value in ("failed", "needs-auth"):
-            reason = mask_secrets(status.reason, secrets)
-            sys.stderr.write(f"warning: server {status.name!r} {status.state.value}: {reason}\n")
-
-
-def servers_for(config: Config, canonical: str) -> set[str]:
+def tool_servers(config: Config, canonical: str, *, kind: str = "tool") -> set[str]:
     """The servers that may own ``canonical``: those whose namespace is its prefix, else unprefixed ones.
 
     This only chooses which servers to start; the call itself is routed by the manager's table.
+
+    Raises:
+        NameNotQualified: ``canonical`` has no ``server:`` prefix and no server is unprefixed.
     """
     namespace, sep, _ = canonical.partition(":")
     owners = {s.name for s in config.enabled_servers if sep and s.namespace == namespace}
-    return owners or {s.name for s in config.enabled_servers if s.namespace == ""} or {namespace}
+    owners = owners or {s.name for s in config.enabled_servers if s.namespace == ""}
+    if owners:
+        return owners
+    if not sep:
+        from mcpmux.cli.fast_list import cached_tool_names
 
-
-def _json_object(text: str | None, args_file: Path | None) -> dict[str, Any]:
-    if text is not None and args_file is not None:
-        raise click.BadParameter("give JSON_ARGS or --args-file, not both")
-    if args_file is not None:
-        text = args_file.read_text(encoding="utf-8")
-    if text is None or not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc.msg} (column {exc.colno})", param_hint="JSON_ARGS") from exc
-    if not isinstance(value, dict):
-        raise click.BadParameter("arguments must be a JSON object", param_hint="JSON_ARGS")
-    return value
+        known = cached_tool_names(config, prompts=kind == "prompt")
+        raise NameNotQualified(canonical, [n for n in known if n.partition(":")[2] == canonical], kind=kind)
+    return {namespace}
 
 
 # -- listing -----------------------------------------------------------------------------------
@@ -138,15 +128,20 @@ def list_cmd() -> None:
 
 
 def _short(text: str | None, width: int = 60) -> str:
-    text = (text or "").replace("\n", " ")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return clip(" ".join((text or "").split()), width)
 
 
 @click.command("tools")
-@click.argument("server", required=False, shell_complete=complete_servers)
+@click.argument("server", metavar="[SERVER | SERVER:TOOL]", required=False, shell_complete=complete_servers_or_tools)
 @json_option
 def tools_cmd(server: str | None) -> None:
-    """List the tools of every server (or of SERVER) under their canonical names."""
+    """List the tools of every server (or of SERVER) under their canonical names.
+
+    Given SERVER:TOOL, show that one tool: its description, parameters, output schema and annotations.
+    """
+    if server is not None and ":" in server:
+        _show_tool(server)
+        return
 
     async def body(config: Config) -> list[Any]:
         if server is not None:
@@ -155,21 +150,19 @@ def tools_cmd(server: str | None) -> None:
             return guard.tools(server)
 
     tools = run(body)
-    emit([_tool_json(t) for t in tools], lambda: render.print_tool_infos(tools))
+    emit([tool_json(t) for t in tools], lambda: render.print_tool_infos(tools))
 
 
-def _tool_json(tool: Any) -> dict[str, Any]:
-    return {
-        "name": tool.name,
-        "server": tool.server,
-        "tool": tool.tool,
-        "title": tool.title,
-        "description": tool.description,
-        "input_schema": tool.input_schema,
-        "output_schema": tool.output_schema,
-        "annotations": tool.annotations,
-        "synthetic": tool.synthetic,
-    }
+def _show_tool(name: str) -> None:
+    async def body(config: Config) -> Any:
+        async with managed(config, tool_servers(config, name)) as guard:
+            listed = {t.name: t for t in guard.tools()}
+            if name not in listed:
+                raise ToolNotFound(name, closest(name, listed))
+            return listed[name]
+
+    tool = run(body)
+    emit(tool_json(tool), lambda: print_tool(tool))
 
 
 @click.command("resources")
@@ -216,22 +209,39 @@ def prompts_cmd(server: str | None) -> None:
 
 @click.command("call")
 @click.argument("name", metavar="SERVER:TOOL", shell_complete=complete_tools)
-@click.argument("arguments", metavar="[JSON_ARGS]", required=False)
+@click.argument("arguments", metavar="[JSON | KEY=VALUE...]", nargs=-1)
 @click.option(
     "--args-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read JSON_ARGS from a file."
 )
 @click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds to wait (default: the server's timeout).")
+@click.option(
+    "--yes", "-y", is_flag=True, help="Approve a call that needs approval, this once (deny rules still apply)."
+)
 @json_option
-def call_cmd(name: str, arguments: str | None, args_file: Path | None, timeout: float | None) -> int:
-    """Call a tool by its canonical name and print the result; exit 1 if the tool reports an error."""
-    args = _json_object(arguments, args_file)
+def call_cmd(name: str, arguments: tuple[str, ...], args_file: Path | None, timeout: float | None, yes: bool) -> int:
+    """Call a tool by its canonical name and print the result; exit 1 if the tool reports an error.
+
+    Arguments are one JSON object ('{"path": "a.txt"}') or KEY=VALUE pairs (path=a.txt n=3), where a
+    VALUE that parses as JSON is taken as JSON (3, true, null, [1]) and any other as a string;
+    KEY:=JSON insists on JSON.
+    """
+    from mcpmux.cli.approval import approve_this_invocation
+
+    args = call_arguments(arguments, args_file)
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         render.print_progress(progress, total, message)
 
     async def body(config: Config) -> Any:
-        async with managed(config, servers_for(config, name)) as guard:
-            return await guard.call_tool(name, args, timeout=timeout, on_progress=on_progress)
+        async with managed(
+            config, tool_servers(config, name), approver=approve_this_invocation if yes else None
+        ) as guard:
+            try:
+                return await guard.call_tool(name, args, timeout=timeout, on_progress=on_progress)
+            except ApprovalDenied as exc:
+                if exc.hint:
+                    exc.hint += "; or pass --yes to approve this one call"
+                raise
 
     result = run(body)
     emit(render.dump(result), lambda: render.print_tool_result(result))
@@ -263,10 +273,10 @@ def read_cmd(server: str, uri: str) -> None:
 @json_option
 def prompt_cmd(name: str, arguments: str | None) -> None:
     """Render a prompt by its canonical name with JSON_ARGS and print its messages."""
-    args = {k: v if isinstance(v, str) else json.dumps(v) for k, v in _json_object(arguments, None).items()}
+    args = {k: v if isinstance(v, str) else json.dumps(v) for k, v in json_object(arguments, None).items()}
 
     async def body(config: Config) -> Any:
-        async with managed(config, servers_for(config, name)) as guard:
+        async with managed(config, tool_servers(config, name, kind="prompt")) as guard:
             return await guard.get_prompt(name, args)
 
     result = run(body)

@@ -14,12 +14,27 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from mcpmux.errors import ConfigError, MCPMuxError
+from mcpmux.errors import ConfigError, MCPMuxError, exit_code_for
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["emit", "err_console", "json_option", "out_console", "print_error", "redact_logs", "state", "table"]
+    from mcpmux.config import Config
+
+__all__ = [
+    "clip",
+    "command_config",
+    "emit",
+    "err_console",
+    "json_option",
+    "out_console",
+    "print_error",
+    "print_error_json",
+    "redact_logs",
+    "state",
+    "table",
+    "to_terminal",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,15 +56,31 @@ def json_option(func: F) -> F:
     )(func)
 
 
-# Tables piped to a file or another program are not squeezed to rich's default of 80 columns.
-PIPE_WIDTH = 200
+# Piped to a file or another program, a table is as wide as its longest cells: never squeezed, wrapped
+# or cut (rich would otherwise assume 80 columns).
+PIPE_WIDTH = 1_000_000
+
+
+def to_terminal() -> bool:
+    """Whether stdout is a terminal (text may be shortened to fit) rather than a pipe or file (never)."""
+    return sys.stdout.isatty()
+
+
+def clip(text: str | None, width: int) -> str:
+    """For a table cell: on a terminal the first line, shortened to ``width`` with an ellipsis;
+    piped, the whole text on one line."""
+    text = (text or "").strip()
+    if not to_terminal():
+        return " ".join(text.split())
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 @cache
 def out_console() -> Console:
     from rich.console import Console
 
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+    return Console(soft_wrap=True, width=None if to_terminal() else PIPE_WIDTH)
 
 
 @cache
@@ -79,6 +110,20 @@ def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str |
     out_console().print(grid)
 
 
+CONFIG_META_KEY = "mcpmux.config"
+
+
+def command_config() -> Config:
+    """The configuration of the running command, loaded once (so its warnings are logged once)."""
+    meta = click.get_current_context().find_root().meta
+    if CONFIG_META_KEY not in meta:
+        from mcpmux.config import load_config
+
+        meta[CONFIG_META_KEY] = load_config(state().config_path)
+    config: Config = meta[CONFIG_META_KEY]
+    return config
+
+
 class _RedactingFilter(logging.Filter):
     """Masks known secret values in every log record that reaches a handler."""
 
@@ -106,16 +151,30 @@ def redact_logs(secrets: frozenset[str]) -> None:
         handler.addFilter(_RedactingFilter(secrets))
 
 
-def print_error(exc: MCPMuxError, secrets: Iterable[str] = ()) -> None:
-    """One ``Error: ...`` line (plus a problem list for config errors) and a hint, on stderr."""
+def print_error(exc: MCPMuxError, secrets: Iterable[str] = (), *, as_json: bool = False) -> None:
+    """One ``Error: ...`` line (plus a problem list for config errors) and a hint, on stderr.
+
+    With ``as_json`` the error is also printed on stdout as ``{"error": {...}}`` (see :func:`error_json`).
+    """
     from mcpmux.config.display import redact
 
     secrets = tuple(secrets)
     text = redact(str(exc), secrets)
+    hint = redact(exc.hint, secrets) if exc.hint else None
     if isinstance(exc, ConfigError) and len(exc.problems) > 1:
         head, _, rest = text.partition("\n")
         sys.stderr.write(f"Error: {head}\n{rest}\n")
     else:
         sys.stderr.write(f"Error: {text}\n")
-    if exc.hint:
-        sys.stderr.write(f"hint: {redact(exc.hint, secrets)}\n")
+    if hint:
+        sys.stderr.write(f"hint: {hint}\n")
+    if as_json:
+        extra = {"problems": [str(p) for p in exc.problems]} if isinstance(exc, ConfigError) else {}
+        print_error_json(type(exc).__name__, text, hint, exit_code_for(exc), **extra)
+
+
+def print_error_json(kind: str, message: str, hint: str | None, exit_code: int, **extra: Any) -> None:
+    """The error of a ``--json`` command on stdout: ``{"error": {"type", "message", "hint", "exit_code"}}``."""
+    error = {"type": kind, "message": message, "hint": hint, "exit_code": exit_code, **extra}
+    sys.stdout.write(json.dumps({"error": error}, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()

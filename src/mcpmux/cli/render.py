@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mcpmux.cli.output import out_console, table
+from mcpmux.cli.output import clip, out_console, table
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -26,8 +26,7 @@ def dump(model: Any) -> Any:
 
 
 def _first_line(text: str | None, width: int = DESCRIPTION_WIDTH) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return clip(text, width)
 
 
 def _ms(seconds: float) -> float:

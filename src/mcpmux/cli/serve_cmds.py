@@ -10,7 +10,7 @@ import click
 
 from mcpmux.cli.output import emit, json_option, redact_logs, state, table
 from mcpmux.config import load_config
-from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.errors import ConfigError, ConfigProblem, NotFound, closest
 
 
 def _separator(value: str) -> str:
@@ -181,7 +181,9 @@ def token_revoke(name: str) -> None:
     from mcpmux.policy import StateStore
 
     with StateStore() as store:
-        revoked = TokenStore(store).revoke(name)
+        tokens = TokenStore(store)
+        revoked = tokens.revoke(name)
+        known = [t.name for t in tokens.list()]
     if not revoked:
-        raise ConfigError(ConfigProblem("<cli>", "token", f"no token called {name!r}"))
+        raise NotFound("token", name, closest(name, known), hint="`mcpmux token list` shows the tokens")
     emit({"name": name, "revoked": True}, lambda: click.echo(f"revoked {name}"))

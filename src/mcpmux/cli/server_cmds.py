@@ -17,8 +17,7 @@ import click
 
 from mcpmux.cli import render
 from mcpmux.cli.completion import complete_servers
-from mcpmux.cli.output import emit, err_console, json_option, redact_logs, state
-from mcpmux.config import load_config
+from mcpmux.cli.output import command_config, emit, err_console, json_option, redact_logs, state
 from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.errors import MCPMuxError
 
@@ -48,7 +47,7 @@ async def _connected(name: str) -> AsyncIterator[Connection]:
     from mcpmux.connection import Connection
     from mcpmux.manager.hints import explain_timeout
 
-    config = load_config(state().config_path)
+    config = command_config()
     state().secrets = config.secret_values
     redact_logs(config.secret_values)
     # Tested as the manager would run it: the global security.sandbox applies to this server too.

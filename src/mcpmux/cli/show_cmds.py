@@ -11,8 +11,8 @@ import click
 from mcpmux.cli import render
 from mcpmux.cli.completion import complete_servers
 from mcpmux.cli.manager_cmds import managed, run
-from mcpmux.cli.output import emit, json_option, state
-from mcpmux.config import Config, StdioServerConfig, config_to_dict, load_config
+from mcpmux.cli.output import command_config, emit, json_option
+from mcpmux.config import Config, StdioServerConfig, config_to_dict
 from mcpmux.config.display import MASK, mask_secrets, redact
 from mcpmux.config.paths import server_log_file
 
@@ -83,7 +83,7 @@ def _log_tail(name: str) -> str:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until interrupted.")
 def logs_cmd(name: str, lines: int, follow: bool) -> None:
     """Print the stderr log of server NAME (written whenever mcpmux runs it)."""
-    config = load_config(state().config_path)
+    config = command_config()
     config.server(name)
     path = server_log_file(name)
     if not path.exists() and not follow:

@@ -44,7 +44,7 @@ from mcpmux.config.hosts import (
 from mcpmux.config.literal_secrets import secrets_to_references
 from mcpmux.config.loader import DEFAULT_SERVERS, config_sources
 from mcpmux.config.parse import read_data
-from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.errors import NotFound, UsageError, closest
 
 __all__ = ["configured_servers", "export_cmd", "import_cmd"]
 
@@ -54,14 +54,14 @@ def _host_source(name: str) -> Path:
         path = Path(name).expanduser()
         if not path.is_file():
             known = ", ".join(sorted(HOSTS))
-            raise ConfigError(ConfigProblem(name, "", f"no such file, and not a host ({known})"))
+            raise NotFound("file or host", name, closest(name, HOSTS), detail=f" (hosts: {known})")
         return path
     files = host_files(name)
     for scope in ("project", "user"):
         if scope in files and files[scope].is_file():
             return files[scope]
     tried = ", ".join(str(p) for p in files.values())
-    raise ConfigError(ConfigProblem(name, "", f"no {name} configuration found (looked in {tried})"))
+    raise UsageError(f"no {name} configuration found (looked in {tried})", hint="give its path: --from PATH")
 
 
 @click.command("import")

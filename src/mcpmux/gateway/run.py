@@ -26,7 +26,7 @@ import anyio.abc
 from mcp.server.stdio import stdio_server
 
 from mcpmux.config.models import Config
-from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError
+from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError, UsageError
 from mcpmux.gateway.caller import TokenCaller
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.http import HttpOptions, serve_http
@@ -80,13 +80,14 @@ def http_security(
     each request, so ``mcpmux token create`` on a running gateway takes effect at once).
 
     Raises:
-        ConfigError: a non-loopback bind, or ``require_auth``, without any token to require.
+        ConfigError: a non-loopback bind without any token to require.
+        UsageError: ``require_auth`` without any token.
     """
     existing = tokens.any()
     if not is_loopback(host) and not existing:
         raise ConfigError(ConfigProblem("<cli>", option, f"refusing to listen on {host} without auth: {NO_AUTH_HINT}"))
     if require_auth and not existing:
-        raise ConfigError(ConfigProblem("<cli>", "--auth", f"no token exists: {NO_AUTH_HINT}"))
+        raise UsageError("--auth requires a bearer token and none exists", hint=NO_AUTH_HINT)
     defaults = HttpSecurity()
     hosts = [*defaults.allowed_hosts, *([] if is_loopback(host) else [f"{_host(host)}:*"]), *allow_hosts]
     security = HttpSecurity(

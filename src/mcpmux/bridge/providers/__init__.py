@@ -10,6 +10,7 @@ from __future__ import annotations
 from mcpmux.bridge.providers.base import (
     Completion,
     Message,
+    ModelNotConfigured,
     Provider,
     ProviderError,
     TextSink,
@@ -18,4 +19,14 @@ from mcpmux.bridge.providers.base import (
     make_provider,
 )
 
-__all__ = ["Completion", "Message", "Provider", "ProviderError", "TextSink", "ToolCall", "Usage", "make_provider"]
+__all__ = [
+    "Completion",
+    "Message",
+    "ModelNotConfigured",
+    "Provider",
+    "ProviderError",
+    "TextSink",
+    "ToolCall",
+    "Usage",
+    "make_provider",
+]

@@ -11,7 +11,16 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mcpmux.bridge.providers.base import Completion, Message, ProviderError, TextSink, ToolCall, Usage
+from mcpmux.bridge.providers.base import (
+    Completion,
+    Message,
+    ModelNotConfigured,
+    ProviderError,
+    TextSink,
+    ToolCall,
+    Usage,
+    unreachable,
+)
 from mcpmux.config.models import LLMConfig
 
 if TYPE_CHECKING:
@@ -47,13 +56,23 @@ class AnthropicProvider:
             try:
                 from anthropic import AsyncAnthropic
             except ImportError as exc:
-                raise ProviderError(self.name, "the anthropic package is not installed", hint=INSTALL_HINT) from exc
+                raise ModelNotConfigured(
+                    self.name, "the anthropic package is not installed", hint=INSTALL_HINT
+                ) from exc
             if self._key is None:
-                raise ProviderError(self.name, "no API key", hint=NO_KEY_HINT)
+                raise ModelNotConfigured(self.name, "no API key", hint=NO_KEY_HINT)
             self._client = AsyncAnthropic(
                 api_key=self._key, base_url=self._config.base_url, timeout=REQUEST_TIMEOUT_S, max_retries=1
             )
         return self._client
+
+    def check(self) -> None:
+        """Fail now if the settings cannot work (no SDK, no key); sends nothing.
+
+        Raises:
+            ModelNotConfigured: what is missing, and how to provide it.
+        """
+        self._ensure_client()
 
     async def complete(
         self,
@@ -83,6 +102,8 @@ class AnthropicProvider:
                     if on_text is not None:
                         await on_text(text)
                 final = await events.get_final_message()
+        except anthropic.APIConnectionError as exc:
+            raise unreachable(self.name, str(client.base_url), exc) from exc
         except anthropic.APIError as exc:
             raise ProviderError(self.name, f"{type(exc).__name__}: {exc}") from exc
         return _completion(final)

@@ -8,9 +8,20 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcpmux.config.models import LLMConfig
-from mcpmux.errors import MCPMuxError
+from mcpmux.errors import MCPMuxError, UsageError
 
-__all__ = ["Completion", "Message", "Provider", "ProviderError", "TextSink", "ToolCall", "Usage", "make_provider"]
+__all__ = [
+    "Completion",
+    "Message",
+    "ModelNotConfigured",
+    "Provider",
+    "ProviderError",
+    "TextSink",
+    "ToolCall",
+    "Usage",
+    "make_provider",
+    "unreachable",
+]
 
 Message = dict[str, Any]
 """One Chat Completions message (``{"role": ..., "content": ..., ...}``)."""
@@ -27,6 +38,24 @@ class ProviderError(MCPMuxError):
     def __init__(self, provider: str, message: str, *, hint: str | None = None) -> None:
         super().__init__(f"{provider}: {message}", hint=hint)
         self.provider = provider
+
+
+class ModelNotConfigured(ProviderError, UsageError):
+    """The model settings cannot work (no API key, SDK not installed): found before any server starts (exit 2)."""
+
+
+def unreachable(provider: str, url: str, exc: BaseException) -> ProviderError:
+    """The error for an endpoint that could not be reached: which URL, why, and what to check."""
+    cause = exc.__cause__ or exc.__context__
+    why = f"{type(cause).__name__}: {cause}" if cause is not None and str(cause) else type(exc).__name__
+    if "timeout" in type(exc).__name__.lower():
+        why = f"no answer in time ({why})"
+    return ProviderError(
+        provider,
+        f"cannot reach the model endpoint {url}: {why}",
+        hint="check llm.base_url (or --base-url), that the model server is running and reachable from here, "
+        "and HTTPS_PROXY/NO_PROXY",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,18 +142,29 @@ class Provider(Protocol):
         ...
 
 
-def make_provider(config: LLMConfig) -> Provider:
+def make_provider(config: LLMConfig, *, check: bool = False) -> Provider:
     """Build the provider the ``llm:`` section names (the key falls back to the environment).
 
+    Args:
+        config: the ``llm:`` section.
+        check: verify now, without a request, that the settings can work (SDK installed, a key or a
+            local ``base_url``), so that a command fails before it starts any server.
+
     Raises:
-        ProviderError: its SDK is not installed, or no model is configured.
+        ModelNotConfigured: with ``check``, the settings cannot work.
     """
     model = config.model or os.environ.get("MCPMUX_MODEL") or DEFAULT_MODELS[config.provider]
     key = config.api_key.get_secret_value() if config.api_key is not None else None
     if config.provider == "anthropic":
         from mcpmux.bridge.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(config, model, key or os.environ.get("ANTHROPIC_API_KEY"))
+        anthropic = AnthropicProvider(config, model, key or os.environ.get("ANTHROPIC_API_KEY"))
+        if check:
+            anthropic.check()
+        return anthropic
     from mcpmux.bridge.providers.openai import OpenAIProvider
 
-    return OpenAIProvider(config, model, key or os.environ.get("OPENAI_API_KEY"))
+    openai = OpenAIProvider(config, model, key or os.environ.get("OPENAI_API_KEY"))
+    if check:
+        openai.check()
+    return openai

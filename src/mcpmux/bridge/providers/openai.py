@@ -10,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mcpmux.bridge.providers.base import Completion, Message, ProviderError, TextSink, ToolCall, Usage
+from mcpmux.bridge.providers.base import (
+    Completion,
+    Message,
+    ModelNotConfigured,
+    ProviderError,
+    TextSink,
+    ToolCall,
+    Usage,
+    unreachable,
+)
 from mcpmux.config.models import LLMConfig
 
 if TYPE_CHECKING:
@@ -44,14 +53,22 @@ class OpenAIProvider:
             try:
                 from openai import AsyncOpenAI
             except ImportError as exc:
-                raise ProviderError(self.name, "the openai package is not installed", hint=INSTALL_HINT) from exc
+                raise ModelNotConfigured(self.name, "the openai package is not installed", hint=INSTALL_HINT) from exc
             key = self._key or ("unused" if self._config.base_url else None)
             if key is None:
-                raise ProviderError(self.name, "no API key", hint=NO_KEY_HINT)
+                raise ModelNotConfigured(self.name, "no API key", hint=NO_KEY_HINT)
             self._client = AsyncOpenAI(
                 api_key=key, base_url=self._config.base_url, timeout=REQUEST_TIMEOUT_S, max_retries=1
             )
         return self._client
+
+    def check(self) -> None:
+        """Fail now if the settings cannot work (no SDK, no key); sends nothing.
+
+        Raises:
+            ModelNotConfigured: what is missing, and how to provide it.
+        """
+        self._ensure_client()
 
     async def complete(
         self,
@@ -78,6 +95,8 @@ class OpenAIProvider:
             stream: Any = await client.chat.completions.create(**request)
             async with stream:
                 return await _collect(stream, on_text)
+        except openai.APIConnectionError as exc:
+            raise unreachable(self.name, str(client.base_url), exc) from exc
         except openai.APIError as exc:
             raise ProviderError(self.name, f"{type(exc).__name__}: {exc}") from exc
 

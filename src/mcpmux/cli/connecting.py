@@ -1,0 +1,95 @@
+"""Connecting the servers of a one-shot command: what is pending, and what could not be used.
+
+While servers connect, a terminal on stderr shows which ones are still pending and for how long
+(nothing is drawn when stderr is not a terminal). Afterwards a server the command addressed by
+name that is not usable is an error carrying its own evidence (exit 3, or 4 when it needs
+authentication); any other unusable server is one warning line.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import anyio
+
+from mcpmux.cli.output import err_console
+from mcpmux.config.display import mask_secrets
+from mcpmux.errors import MCPMuxError, ServerUnavailable
+
+if TYPE_CHECKING:
+    from rich.status import Status
+
+    from mcpmux.manager import Manager, ServerStatus
+
+__all__ = ["pending_line", "raise_if_unusable", "start_with_progress", "warn_unusable"]
+
+PROGRESS_INTERVAL_S = 0.2
+PENDING_SHOWN = 4
+_USABLE = frozenset({"connected", "disabled", "configured"})
+
+
+async def start_with_progress(manager: Manager) -> None:
+    """Start ``manager`` (built with ``wait=False``) and wait for the first connect attempt of each server."""
+    await manager.start()
+    waiting = [manager.supervisor(s.name) for s in manager.status()]
+    waiting = [s for s in waiting if s.wanted]
+    status = err_console().status("connecting to servers...") if sys.stderr.isatty() and waiting else None
+    if status is not None:
+        status.start()
+    try:
+        async with anyio.create_task_group() as tg:
+            if status is not None:
+                tg.start_soon(_tick, manager, status, time.monotonic())
+            async with anyio.create_task_group() as attempts:
+                for supervisor in waiting:
+                    attempts.start_soon(supervisor.wait_attempt)
+            tg.cancel_scope.cancel()
+    finally:
+        if status is not None:
+            status.stop()
+
+
+async def _tick(manager: Manager, status: Status, started: float) -> None:
+    while True:
+        status.update(pending_line(manager.status(), time.monotonic() - started))
+        await anyio.sleep(PROGRESS_INTERVAL_S)
+
+
+def pending_line(statuses: Iterable[ServerStatus], elapsed_s: float) -> str:
+    """``connecting: 2 of 5 ready, waiting for github, slack (3.2 s)``."""
+    rows = list(statuses)
+    pending = [s.name for s in rows if s.state.value in ("starting", "degraded")]
+    ready = sum(1 for s in rows if s.state.value == "connected")
+    more = len(pending) - PENDING_SHOWN
+    shown = ", ".join(pending[:PENDING_SHOWN]) + (f" and {more} more" if more > 0 else "")
+    waiting = f", waiting for {shown}" if pending else ""
+    return f"connecting: {ready} of {len(rows)} ready{waiting} ({elapsed_s:.1f} s)"
+
+
+def raise_if_unusable(manager: Manager, addressed: Iterable[str]) -> None:
+    """Raise the evidence of the first server of ``addressed`` that could not be connected.
+
+    Raises:
+        MCPMuxError: the server's last error (``ServerExited``, ``AuthRequired``, ...), or
+            :class:`ServerUnavailable` with its state and reason.
+    """
+    states = {s.name: s for s in manager.status()}
+    for name in sorted(addressed):
+        status = states.get(name)
+        if status is None or status.state.value in _USABLE:
+            continue
+        error: MCPMuxError | None = manager.supervisor(name).last_error
+        if error is not None:
+            raise error.with_traceback(None)
+        raise ServerUnavailable(name, f"{status.state.value}: {status.reason}")
+
+
+def warn_unusable(manager: Manager, secrets: frozenset[str]) -> None:
+    """One warning line on stderr per server that is failed, retrying or waiting for credentials."""
+    for status in manager.status():
+        if status.state.value not in _USABLE and status.state.value != "starting":
+            reason = mask_secrets(status.reason, secrets)
+            sys.stderr.write(f"warning: server {status.name!r} is {status.state.value}: {reason}\n")
