@@ -54,13 +54,18 @@ def approve_cmd(target: str) -> None:
 @json_option
 def pins_cmd(server: str | None) -> None:
     """List pinned tool definitions and those waiting for approval (no server is started)."""
+    from pathlib import Path
+
     from mcpmux.cli.output import state
     from mcpmux.config import load_config
     from mcpmux.policy import PinBook, StateStore
+    from mcpmux.policy.pins import server_identity
 
     config = load_config(state().config_path)
+    project = Path.cwd().resolve()
+    identities = {s.name: server_identity(s, project) for s in config.servers}
     with StateStore() as store:
-        pins = PinBook(store, config.security.pinning).pins(server)
+        pins = PinBook(store, config.security.pinning, identities).pins(server)
     rows = [_pin_json(p) for p in pins]
 
     def render() -> None:

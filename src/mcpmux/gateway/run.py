@@ -20,6 +20,7 @@ from mcp.server.stdio import stdio_server
 
 from mcpmux.config.models import Config
 from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.gateway.caller import stdio_channel
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.http import HttpOptions, serve_http
 from mcpmux.gateway.security import HttpSecurity, is_loopback
@@ -145,8 +146,9 @@ async def _start_stream_faces(
 
 async def _serve_stdio(gateway: Gateway, stop: anyio.Event) -> None:
     try:
-        async with stdio_server() as (read, write):
-            await gateway.server.run(read, write, gateway.server.create_initialization_options())
+        with stdio_channel():  # the one local client that started us: it may approve (gateway_approvers.stdio)
+            async with stdio_server() as (read, write):
+                await gateway.server.run(read, write, gateway.server.create_initialization_options())
     finally:
         stop.set()
 

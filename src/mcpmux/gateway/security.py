@@ -113,12 +113,12 @@ class SecurityMiddleware:
     def _authenticate(self, scope: Scope, headers: Headers) -> PlainTextResponse | None:
         assert self.security.tokens is not None
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        name = self.security.tokens.verify(token.strip()) if scheme.lower() == "bearer" and token else None
-        if name is None:
+        info = self.security.tokens.check(token.strip()) if scheme.lower() == "bearer" and token else None
+        if info is None:
             challenge = {"WWW-Authenticate": 'Bearer realm="mcpmux"'}
             return PlainTextResponse("A valid bearer token is required", status_code=401, headers=challenge)
         # The SDK binds each Streamable HTTP session to the client_id of the user that opened it.
-        access = AccessToken(token=f"sha256:{name}", client_id=name, scopes=[])
+        access = AccessToken(token=f"sha256:{info.name}", client_id=info.name, scopes=info.scopes)
         scope["user"] = AuthenticatedUser(access)
         return None
 

@@ -23,9 +23,9 @@ import mcp_types as types
 
 from mcpmux.errors import ApprovalDenied, MCPMuxError, ToolDefinitionChanged, ToolDenied, ToolQuarantined
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
-from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, Approver
+from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
 from mcpmux.policy.audit import AuditLog
-from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash
+from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import suspect
 from mcpmux.policy.store import StateStore
@@ -83,9 +83,10 @@ class Guard:
         self.manager, self.face, self.approver = manager, face, approver
         self.store = store or StateStore()
         self.rules = Rules(config.security, {s.name: s for s in config.servers})
-        self.pins = PinBook(self.store, config.security.pinning)
-        self.audit = AuditLog(self.store, config.secret_values)
         self.approvals = Approvals(self.store, project)
+        identities = {s.name: server_identity(s, self.approvals.project) for s in config.servers}
+        self.pins = PinBook(self.store, config.security.pinning, identities)
+        self.audit = AuditLog(self.store, config.secret_values)
         self._suspicion = suspicion
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
         self._hashes: dict[int, tuple[ToolInfo, str]] = {}
@@ -158,10 +159,15 @@ class Guard:
         arguments: Mapping[str, Any] | None = None,
         *,
         caller: str | None = None,
+        answered_by: str | None = None,
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Call ``name`` if the policy allows it (asking when it says so), and audit the attempt.
+
+        ``caller`` is who calls (for the audit log); ``answered_by`` who answers its approval
+        questions (``caller`` if not given): on faces other than the local ones, "always" answers
+        are remembered for that identity alone (:class:`~mcpmux.policy.approval.ApprovalScope`).
 
         Raises:
             ToolNotFound: no such tool.
@@ -172,12 +178,14 @@ class Guard:
         """
         args = dict(arguments or {})
         tool = self.manager.resolve_tool(name)
-        decision = await self._decide(tool, args, caller)
+        decision = await self._decide(tool, args, caller, answered_by)
         return await self._run(tool, args, caller, decision, self.manager.call_tool(
             name, args, timeout=timeout, on_progress=on_progress
         ))  # fmt: skip
 
-    async def _decide(self, tool: ToolInfo, args: dict[str, Any], caller: str | None) -> Decision:
+    async def _decide(
+        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, answered_by: str | None = None
+    ) -> Decision:
         decision = self.rules.call(tool, args)
         if decision.action == "deny":
             self._refused(tool, args, caller, "denied", decision.rule)
@@ -190,28 +198,35 @@ class Guard:
                 raise ToolDefinitionChanged(tool.name, pin.diff())
             raise ToolQuarantined(tool.name, exposure.reason)
         if decision.action == "ask":
-            return await self._ask(tool, args, caller, decision)
+            return await self._ask(tool, args, caller, decision, ApprovalScope.of(self.face, answered_by or caller))
         return decision
 
-    async def _ask(self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision) -> Decision:
-        if self.approvals.remembered(tool.server, tool.tool):
-            return Decision("allow", f"remembered approval ({decision.rule})")
+    async def _ask(
+        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision, scope: ApprovalScope
+    ) -> Decision:
+        if self.approvals.remembered(tool.server, tool.tool, scope):
+            return Decision("allow", f"remembered approval of {scope} ({decision.rule})")
         if self.approver is None:
             self._refused(tool, args, caller, "denied", f"{decision.rule}: no one to ask")
             raise ApprovalDenied(
                 tool.name, f"{decision.rule} requires approval and no one can be asked", hint=NO_APPROVER_HINT
             )
         request = ApprovalRequest(
-            tool.name, tool.server, tool.tool, args, decision.rule, tool.description, tool.annotations or {}
-        )
-        answer = await self.approver(request)
+            tool.name, tool.server, tool.tool, args, decision.rule, tool.description, tool.annotations or {},
+            face=self.face, caller=scope.caller or caller,
+        )  # fmt: skip
+        try:
+            answer = await self.approver(request)
+        except ApprovalDenied as exc:  # the approver refused to ask (this caller may not approve)
+            self._refused(tool, args, caller, "denied", f"{decision.rule}: {exc.reason}")
+            raise
         if answer is Answer.NO:
             self._refused(tool, args, caller, "denied", f"{decision.rule}: declined")
             raise ApprovalDenied(tool.name, "declined")
         if answer is Answer.ALWAYS_TOOL:
-            self.approvals.remember(tool.server, tool.tool)
+            self.approvals.remember(tool.server, tool.tool, scope)
         elif answer is Answer.ALWAYS_SERVER:
-            self.approvals.remember(tool.server, None)
+            self.approvals.remember(tool.server, None, scope)
         return Decision("ask", f"{decision.rule}: approved ({answer.value})")
 
     async def _run(
@@ -245,17 +260,23 @@ class Guard:
             decision=decision, rule=rule, duration_ms=None, outcome="refused",
         )  # fmt: skip
 
-    async def read_resource(self, server: str, uri: str, *, caller: str | None = None) -> types.ReadResourceResult:
+    async def read_resource(
+        self, server: str, uri: str, *, caller: str | None = None, answered_by: str | None = None
+    ) -> types.ReadResourceResult:
         """Read ``uri`` from ``server`` under the rules of its ``server:read_resource`` tool, audited."""
         namespace = self.manager.supervisor(server).config.namespace
-        result = await self.call_tool(
-            f"{namespace}:read_resource" if namespace else "read_resource", {"uri": uri}, caller=caller
-        )
+        name = f"{namespace}:read_resource" if namespace else "read_resource"
+        result = await self.call_tool(name, {"uri": uri}, caller=caller, answered_by=answered_by)
         contents = [b.resource for b in result.content if isinstance(b, types.EmbeddedResource)]
         return types.ReadResourceResult(contents=contents)
 
     async def get_prompt(
-        self, name: str, arguments: dict[str, str] | None = None, *, caller: str | None = None
+        self,
+        name: str,
+        arguments: dict[str, str] | None = None,
+        *,
+        caller: str | None = None,
+        answered_by: str | None = None,
     ) -> types.GetPromptResult:
         """Render a prompt; prompts are not tools, so only allow/deny of ``server:get_prompt`` applies."""
         prompt = self.manager.registry.resolve_prompt(name)
@@ -263,5 +284,5 @@ class Guard:
         synthetic = f"{namespace}:get_prompt" if namespace else "get_prompt"
         tool = next((t for t in self.manager.tools(prompt.server) if t.name == synthetic), None)
         if tool is not None:
-            await self._decide(tool, {"name": prompt.prompt, "arguments": arguments or {}}, caller)
+            await self._decide(tool, {"name": prompt.prompt, "arguments": arguments or {}}, caller, answered_by)
         return await self.manager.get_prompt(name, arguments)
