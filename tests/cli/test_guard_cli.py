@@ -109,3 +109,31 @@ def test_scan_reports_a_poisoned_description_and_exits_1(project: Path) -> None:
 def test_scan_of_a_clean_server_finds_nothing(project: Path) -> None:
     run = mcpmux("scan", "ch")
     assert (run.returncode, run.stdout.strip()) == (0, "no findings")
+
+
+def test_with_an_empty_prefix_the_hints_name_the_command_and_the_rule_that_work(project: Path) -> None:
+    def configure(variant: str, extra: str = "") -> None:
+        write_config(project, variant)
+        text = (
+            (project / "mcpmux.yaml")
+            .read_text(encoding="utf-8")
+            .replace("    - name: ch\n", "    - name: ch\n      prefix: ''\n")
+        )
+        (project / "mcpmux.yaml").write_text(text + extra, encoding="utf-8")
+
+    configure("base")
+    assert "read_notes" in tool_names("ch")
+    configure("description")
+    refused = mcpmux("call", "read_notes", '{"path": "a"}')
+    assert refused.returncode == 1 and "hint: review it with `mcpmux pins`, then approve it with" in refused.stderr
+    command = refused.stderr.split("approve it with `", 1)[1].split("`", 1)[0]
+    assert command == "mcpmux approve ch:read_notes"
+    assert mcpmux(*command.split()[1:]).returncode == 0
+    assert mcpmux("call", "read_notes", '{"path": "a"}').stdout.strip() == "notes of a"
+
+    asked = mcpmux("call", "delete_notes", '{"path": "a"}')
+    assert asked.returncode == 1 and "require_approval: false" not in asked.stderr
+    rule = "security.approval_rules [{tools: 'delete_notes', action: allow}]"
+    assert rule in asked.stderr
+    configure("description", "  security:\n    approval_rules: [{tools: 'delete_notes', action: allow}]\n")
+    assert mcpmux("call", "delete_notes", '{"path": "a"}').stdout.strip() == "deleted a"

@@ -39,9 +39,10 @@ Suspicion = Callable[[ToolInfo, Sequence[ToolInfo]], str | None]
 """Returns why a tool looks poisoned (a high-severity scanner finding), or ``None``."""
 
 HASH_CACHE_LIMIT = 8192
+# Names the narrow rule (this one tool), never the switch that turns every approval off.
 NO_APPROVER_HINT = (
-    "run the command in a terminal to answer the prompt, or allow the tool in the configuration: "
-    "security.approval_rules [{tools: NAME, action: allow}] or require_approval: false"
+    "run the command in a terminal to answer the prompt, or allow this one tool in the configuration: "
+    "security.approval_rules [{{tools: '{tool}', action: allow}}]"
 )
 
 
@@ -194,9 +195,10 @@ class Guard:
         if not exposure.exposed:
             self._refused(tool, args, caller, "quarantined", exposure.reason)
             pin = exposure.verdict.pin if exposure.verdict else None
+            approve_as = f"{tool.server}:{tool.tool}"
             if pin is not None and pin.pending_hash is not None:
-                raise ToolDefinitionChanged(tool.name, pin.diff())
-            raise ToolQuarantined(tool.name, exposure.reason)
+                raise ToolDefinitionChanged(tool.name, pin.diff(), approve_as=approve_as)
+            raise ToolQuarantined(tool.name, exposure.reason, approve_as=approve_as)
         if decision.action == "ask":
             return await self._ask(tool, args, caller, decision, ApprovalScope.of(self.face, answered_by or caller))
         return decision
@@ -209,7 +211,9 @@ class Guard:
         if self.approver is None:
             self._refused(tool, args, caller, "denied", f"{decision.rule}: no one to ask")
             raise ApprovalDenied(
-                tool.name, f"{decision.rule} requires approval and no one can be asked", hint=NO_APPROVER_HINT
+                tool.name,
+                f"{decision.rule} requires approval and no one can be asked",
+                hint=NO_APPROVER_HINT.format(tool=tool.name),
             )
         request = ApprovalRequest(
             tool.name, tool.server, tool.tool, args, decision.rule, tool.description, tool.annotations or {},
