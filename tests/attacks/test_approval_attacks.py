@@ -118,3 +118,7 @@ async def test_a_can_approve_token_approves_for_itself_only_and_never_for_a_late
     later = mcpmux(tmp_path, config, "call", TOOL, json.dumps(ARGS))
     assert later.returncode == 1, later.stdout
     assert "not approved" in later.stderr and "UTC" not in later.stdout
+    standing = json.loads(mcpmux(tmp_path, config, "approvals", "list", "--json").stdout)
+    assert [(a["server"], a["tool"], a["face"], a["caller"]) for a in standing] == [
+        ("time", "*", "gateway", "token:alice")
+    ]

@@ -97,6 +97,28 @@ def test_always_for_this_tool_is_remembered_for_the_project(project: Path) -> No
     assert mcpmux("call", "ch:delete_notes", '{"path": "b"}').stdout.strip() == "deleted b"
 
 
+def test_always_approvals_are_listed_and_revoked(project: Path) -> None:
+    child = pexpect.spawn(MCPMUX, ["call", "ch:delete_notes", '{"path": "a"}'], env=dict(os.environ), timeout=60)
+    try:
+        child.expect(r"Allow\?")
+        child.sendline("s")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    listed = json.loads(mcpmux("approvals", "list", "--json").stdout)
+    assert [(a["server"], a["tool"], a["face"], a["caller"], a["project"]) for a in listed] == [
+        ("ch", "*", "local", "", str(project.resolve()))
+    ]
+    assert "ch (every tool)" in mcpmux("approvals", "list").stdout
+    assert mcpmux("call", "ch:delete_notes", '{"path": "b"}').returncode == 0
+    nothing = mcpmux("approvals", "revoke", "other")
+    assert nothing.returncode == 2 and "no standing approval matches other" in nothing.stderr
+    revoked = mcpmux("approvals", "revoke", "ch", "--json")
+    assert revoked.returncode == 0 and json.loads(revoked.stdout) == {"revoked": 1}
+    assert json.loads(mcpmux("approvals", "list", "--json").stdout) == []
+    assert mcpmux("call", "ch:delete_notes", '{"path": "c"}').returncode == 1  # asked again: no terminal, refused
+
+
 def test_scan_reports_a_poisoned_description_and_exits_1(project: Path) -> None:
     write_config(project, "poisoned")
     run = mcpmux("scan", "--json")
