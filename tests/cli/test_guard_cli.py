@@ -159,3 +159,25 @@ def test_with_an_empty_prefix_the_hints_name_the_command_and_the_rule_that_work(
     assert rule in asked.stderr
     configure("description", "  security:\n    approval_rules: [{tools: 'delete_notes', action: allow}]\n")
     assert mcpmux("call", "delete_notes", '{"path": "a"}').stdout.strip() == "deleted a"
+
+
+def test_approving_a_definition_the_scanner_flagged_high_asks_first(project: Path) -> None:
+    write_config(project, "poisoned")
+    assert "ch:read_notes" not in tool_names("ch")  # quarantined on first sight
+    scripted = mcpmux("approve", "ch:read_notes")
+    assert scripted.returncode == 1 and "no one was asked" in scripted.stderr
+    assert "[sensitive-path]" in scripted.stderr and "approve ch:read_notes --yes" in scripted.stderr
+    assert "ch:read_notes" not in tool_names("ch")
+    child = pexpect.spawn(MCPMUX, ["approve", "ch:read_notes"], env=dict(os.environ), timeout=60)
+    try:
+        child.expect("the scanner flagged what you are approving")
+        child.expect(r"Approve anyway\? \[y/N\]")
+        child.sendline("n")
+        child.expect("declined")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 1 and "ch:read_notes" not in tool_names("ch")
+    forced = mcpmux("approve", "ch:read_notes", "--yes")
+    assert forced.returncode == 0 and "approved ch:read_notes" in forced.stdout
+    assert "ch:read_notes" in tool_names("ch")
