@@ -54,10 +54,13 @@ async def managed(config: Config, start: bool | set[str] = True) -> AsyncIterato
     every call is audited.
     """
     from mcpmux.cli.approval import terminal_approver
+    from mcpmux.connection.callbacks import ClientCallbacks
     from mcpmux.manager import Manager
-    from mcpmux.policy import Guard
+    from mcpmux.policy import ChainedApprovals, Guard
 
-    manager = Manager(config, start=start)
+    # An upstream mcpmux's approval questions are answered here, once (mcpmux.policy.chained).
+    chained = ChainedApprovals()
+    manager = Manager(config, start=start, callbacks=ClientCallbacks(elicitation=chained))
     status = err_console().status("connecting to servers...") if sys.stderr.isatty() else None
     if status is not None:
         status.start()
@@ -67,6 +70,7 @@ async def managed(config: Config, start: bool | set[str] = True) -> AsyncIterato
         if status is not None:
             status.stop()
     guard = Guard(manager, face="cli", approver=terminal_approver())
+    chained.bind(guard)
     try:
         _warn_failed(manager, start, config.secret_values)
         yield guard

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from mcpmux.config.models import GatewayApprovers
 from mcpmux.errors import ApprovalDenied
-from mcpmux.policy import Answer, ApprovalRequest
+from mcpmux.policy import APPROVAL_META, Answer, ApprovalRequest
 
 __all__ = ["RELAY_TIMEOUT_S", "UNVERIFIED", "Asker", "LiveCall", "Relay"]
 
@@ -157,7 +157,11 @@ class Relay:
             return Answer.NO
         arguments = json.dumps(dict(request.arguments), default=str)[:2000]
         message = f"Allow {request.name} ({request.reason})? Arguments: {arguments}"
-        params = types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
+        # Marked, so an mcpmux client answers it through its own guard (mcpmux.policy.chained).
+        question = {"tool": request.name, "reason": request.reason, "arguments": dict(request.arguments)}
+        params = types.ElicitRequestFormParams(
+            message=message, requested_schema=APPROVAL_SCHEMA, _meta={APPROVAL_META: question}
+        )
         return _decision(await call.ask(types.ElicitRequest(params=params), types.ElicitResult))
 
     async def sampling(

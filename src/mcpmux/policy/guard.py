@@ -13,7 +13,8 @@ reaches its server, and every attempt, refused or not, leaves an audit row.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ import mcp_types as types
 from mcpmux.errors import ApprovalDenied, MCPMuxError, ToolDefinitionChanged, ToolDenied, ToolQuarantined
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
 from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
-from mcpmux.policy.audit import AuditLog
+from mcpmux.policy.audit import AuditLog, argument_digest
 from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import suspect
@@ -55,6 +56,15 @@ class Exposure:
     kind: str
     reason: str
     verdict: PinVerdict | None = None
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A call on its way to a server, for the approval questions that server may ask back."""
+
+    tool: ToolInfo
+    scope: ApprovalScope
+    approved: bool
 
 
 class Guard:
@@ -91,6 +101,7 @@ class Guard:
         self._suspicion = suspicion
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
         self._hashes: dict[int, tuple[ToolInfo, str]] = {}
+        self._in_flight: dict[tuple[str, str], list[_InFlight]] = {}
 
     # -- what may be seen --------------------------------------------------------------------
 
@@ -180,9 +191,57 @@ class Guard:
         args = dict(arguments or {})
         tool = self.manager.resolve_tool(name)
         decision = await self._decide(tool, args, caller, answered_by)
-        return await self._run(tool, args, caller, decision, self.manager.call_tool(
-            name, args, timeout=timeout, on_progress=on_progress
-        ))  # fmt: skip
+        scope = ApprovalScope.of(self.face, answered_by or caller)
+        with self._calling(_InFlight(tool, scope, decision.by_person), args):
+            return await self._run(tool, args, caller, decision, self.manager.call_tool(
+                name, args, timeout=timeout, on_progress=on_progress
+            ))  # fmt: skip
+
+    @contextmanager
+    def _calling(self, call: _InFlight, args: dict[str, Any]) -> Iterator[None]:
+        key = (call.tool.server, argument_digest(args))
+        self._in_flight.setdefault(key, []).append(call)
+        try:
+            yield
+        finally:
+            calls = self._in_flight[key]
+            calls.remove(call)
+            if not calls:
+                del self._in_flight[key]
+
+    async def answer_upstream_approval(self, server: str, question: Mapping[str, Any]) -> Answer:
+        """Answer an upstream mcpmux's approval question about our call in flight on ``server``.
+
+        ``question`` is the :data:`~mcpmux.policy.chained.APPROVAL_META` of its elicitation. "yes"
+        if the person approved that call here already (or an "always" of theirs covers it), else
+        the approver is asked once, as for a call of ours; "no" when there is no such call or no
+        one to ask (see :mod:`mcpmux.policy.chained`).
+        """
+        arguments = dict(question.get("arguments") or {})
+        calls = self._in_flight.get((server, argument_digest(arguments)))
+        if not calls:
+            return Answer.NO
+        call = calls[-1]
+        if call.approved or self.approvals.remembered(server, call.tool.tool, call.scope):
+            return Answer.YES
+        if self.approver is None:
+            return Answer.NO
+        tool = call.tool
+        reason = f"{server} asks: {question.get('reason') or 'approval required'}"
+        request = ApprovalRequest(
+            tool.name, server, tool.tool, arguments, reason, tool.description, tool.annotations or {},
+            face=self.face, caller=call.scope.caller or None,
+        )  # fmt: skip
+        try:
+            answer = await self.approver(request)
+        except ApprovalDenied:
+            return Answer.NO
+        if answer is Answer.ALWAYS_TOOL:
+            self.approvals.remember(server, tool.tool, call.scope)
+        elif answer is Answer.ALWAYS_SERVER:
+            self.approvals.remember(server, None, call.scope)
+        call.approved = answer is not Answer.NO
+        return Answer.YES if call.approved else Answer.NO
 
     async def _decide(
         self, tool: ToolInfo, args: dict[str, Any], caller: str | None, answered_by: str | None = None
@@ -207,7 +266,7 @@ class Guard:
         self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision, scope: ApprovalScope
     ) -> Decision:
         if self.approvals.remembered(tool.server, tool.tool, scope):
-            return Decision("allow", f"remembered approval of {scope} ({decision.rule})")
+            return Decision("allow", f"remembered approval of {scope} ({decision.rule})", by_person=True)
         if self.approver is None:
             self._refused(tool, args, caller, "denied", f"{decision.rule}: no one to ask")
             raise ApprovalDenied(
@@ -231,7 +290,7 @@ class Guard:
             self.approvals.remember(tool.server, tool.tool, scope)
         elif answer is Answer.ALWAYS_SERVER:
             self.approvals.remember(tool.server, None, scope)
-        return Decision("ask", f"{decision.rule}: approved ({answer.value})")
+        return Decision("ask", f"{decision.rule}: approved ({answer.value})", by_person=True)
 
     async def _run(
         self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision, call: Any
