@@ -122,3 +122,26 @@ async def test_a_can_approve_token_approves_for_itself_only_and_never_for_a_late
     assert [(a["server"], a["tool"], a["face"], a["caller"]) for a in standing] == [
         ("time", "*", "gateway", "token:alice")
     ]
+
+
+def test_tokens_made_before_can_approve_existed_may_not_approve(tmp_path: Path) -> None:
+    import sqlite3
+
+    from mcpmux.gateway.tokens import TokenStore, hash_token
+    from mcpmux.policy import StateStore
+
+    path = tmp_path / "state.db"
+    with StateStore(path) as store, store.write() as db:
+        db.execute("CREATE TABLE gateway_tokens (name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_at REAL)")
+        db.execute("INSERT INTO gateway_tokens VALUES ('old', ?, 1.0)", (hash_token("mcpmux_old"),))
+    with StateStore(path) as store:
+        tokens = TokenStore(store)
+        old = tokens.check("mcpmux_old")
+        assert old is not None and (old.name, old.can_approve, old.scopes) == ("old", False, [])
+        tokens.create("new", can_approve=True)
+        assert [(t.name, t.can_approve) for t in tokens.list()] == [("new", True), ("old", False)]
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT count(*) FROM gateway_tokens").fetchone() == (2,)
+    finally:
+        db.close()
