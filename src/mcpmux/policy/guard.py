@@ -63,6 +63,7 @@ class _InFlight:
     """A call on its way to a server, for the approval questions that server may ask back."""
 
     tool: ToolInfo
+    arguments: dict[str, Any]
     scope: ApprovalScope
     approved: bool
 
@@ -101,7 +102,7 @@ class Guard:
         self._suspicion = suspicion
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
         self._hashes: dict[int, tuple[ToolInfo, str]] = {}
-        self._in_flight: dict[tuple[str, str], list[_InFlight]] = {}
+        self._in_flight: dict[str, list[_InFlight]] = {}
 
     # -- what may be seen --------------------------------------------------------------------
 
@@ -192,22 +193,22 @@ class Guard:
         tool = self.manager.resolve_tool(name)
         decision = await self._decide(tool, args, caller, answered_by)
         scope = ApprovalScope.of(self.face, answered_by or caller)
-        with self._calling(_InFlight(tool, scope, decision.by_person), args):
+        with self._calling(_InFlight(tool, args, scope, decision.by_person)):
             return await self._run(tool, args, caller, decision, self.manager.call_tool(
                 name, args, timeout=timeout, on_progress=on_progress
             ))  # fmt: skip
 
     @contextmanager
-    def _calling(self, call: _InFlight, args: dict[str, Any]) -> Iterator[None]:
-        key = (call.tool.server, argument_digest(args))
-        self._in_flight.setdefault(key, []).append(call)
+    def _calling(self, call: _InFlight) -> Iterator[None]:
+        # Cheap on the hot path: arguments are compared only when a server asks (answer_upstream_approval).
+        calls = self._in_flight.setdefault(call.tool.server, [])
+        calls.append(call)
         try:
             yield
         finally:
-            calls = self._in_flight[key]
             calls.remove(call)
-            if not calls:
-                del self._in_flight[key]
+            if not calls and self._in_flight.get(call.tool.server) is calls:
+                del self._in_flight[call.tool.server]
 
     async def answer_upstream_approval(self, server: str, question: Mapping[str, Any]) -> Answer:
         """Answer an upstream mcpmux's approval question about our call in flight on ``server``.
@@ -218,7 +219,8 @@ class Guard:
         one to ask (see :mod:`mcpmux.policy.chained`).
         """
         arguments = dict(question.get("arguments") or {})
-        calls = self._in_flight.get((server, argument_digest(arguments)))
+        digest = argument_digest(arguments)
+        calls = [c for c in self._in_flight.get(server, ()) if argument_digest(c.arguments) == digest]
         if not calls:
             return Answer.NO
         call = calls[-1]
