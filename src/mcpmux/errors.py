@@ -521,11 +521,13 @@ class ApprovalDenied(PolicyError):
 class ToolQuarantined(PolicyError):
     """The tool is held back until a person approves it (``mcpmux approve``)."""
 
-    def __init__(self, tool: str, reason: str) -> None:
+    def __init__(self, tool: str, reason: str, *, approve_as: str | None = None) -> None:
+        # ``approve_as`` is ``server:tool`` (what `mcpmux approve` takes): the canonical name may
+        # have another prefix, or none (``prefix: ""``).
         super().__init__(
             tool,
             f"tool {tool!r} is quarantined: {reason}",
-            hint=f"review it with `mcpmux pins`, then approve it with `mcpmux approve {tool}`",
+            hint=f"review it with `mcpmux pins`, then approve it with `mcpmux approve {approve_as or tool}`",
         )
         self.reason = reason
 
@@ -533,8 +535,8 @@ class ToolQuarantined(PolicyError):
 class ToolDefinitionChanged(ToolQuarantined):
     """The tool's definition differs from the pinned one; ``diff`` shows how."""
 
-    def __init__(self, tool: str, diff: str) -> None:
-        super().__init__(tool, f"its definition changed since it was pinned:\n{diff}")
+    def __init__(self, tool: str, diff: str, *, approve_as: str | None = None) -> None:
+        super().__init__(tool, f"its definition changed since it was pinned:\n{diff}", approve_as=approve_as)
         self.diff = diff
 
 

@@ -208,6 +208,8 @@ class Database:
         db.execute("BEGIN IMMEDIATE")
         try:
             (version,) = db.execute("PRAGMA user_version").fetchone()
+            if version not in (0, self._version) and not self._disposable and self.upgrade(db, version):
+                version = self._version
             if version not in (0, self._version):
                 if not self._disposable:
                     raise sqlite3.DatabaseError(
@@ -224,6 +226,13 @@ class Database:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+    def upgrade(self, db: sqlite3.Connection, version: int) -> bool:
+        """Bring a file of schema ``version`` up to this one inside the open transaction; ``False`` if unknown.
+
+        The default knows no older version; a database whose rows matter overrides it.
+        """
+        return False
 
 
 def enable_wal(db: sqlite3.Connection, timeout_ms: int = BUSY_TIMEOUT_MS) -> None:

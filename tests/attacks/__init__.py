@@ -1,0 +1,1 @@
+"""Attacks as the issues describe them: each test attacks, and the fix holds."""

@@ -97,6 +97,28 @@ def test_always_for_this_tool_is_remembered_for_the_project(project: Path) -> No
     assert mcpmux("call", "ch:delete_notes", '{"path": "b"}').stdout.strip() == "deleted b"
 
 
+def test_always_approvals_are_listed_and_revoked(project: Path) -> None:
+    child = pexpect.spawn(MCPMUX, ["call", "ch:delete_notes", '{"path": "a"}'], env=dict(os.environ), timeout=60)
+    try:
+        child.expect(r"Allow\?")
+        child.sendline("s")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    listed = json.loads(mcpmux("approvals", "list", "--json").stdout)
+    assert [(a["server"], a["tool"], a["face"], a["caller"], a["project"]) for a in listed] == [
+        ("ch", "*", "local", "", str(project.resolve()))
+    ]
+    assert "ch (every tool)" in mcpmux("approvals", "list").stdout
+    assert mcpmux("call", "ch:delete_notes", '{"path": "b"}').returncode == 0
+    nothing = mcpmux("approvals", "revoke", "other")
+    assert nothing.returncode == 2 and "no standing approval matches other" in nothing.stderr
+    revoked = mcpmux("approvals", "revoke", "ch", "--json")
+    assert revoked.returncode == 0 and json.loads(revoked.stdout) == {"revoked": 1}
+    assert json.loads(mcpmux("approvals", "list", "--json").stdout) == []
+    assert mcpmux("call", "ch:delete_notes", '{"path": "c"}').returncode == 1  # asked again: no terminal, refused
+
+
 def test_scan_reports_a_poisoned_description_and_exits_1(project: Path) -> None:
     write_config(project, "poisoned")
     run = mcpmux("scan", "--json")
@@ -109,3 +131,53 @@ def test_scan_reports_a_poisoned_description_and_exits_1(project: Path) -> None:
 def test_scan_of_a_clean_server_finds_nothing(project: Path) -> None:
     run = mcpmux("scan", "ch")
     assert (run.returncode, run.stdout.strip()) == (0, "no findings")
+
+
+def test_with_an_empty_prefix_the_hints_name_the_command_and_the_rule_that_work(project: Path) -> None:
+    def configure(variant: str, extra: str = "") -> None:
+        write_config(project, variant)
+        text = (
+            (project / "mcpmux.yaml")
+            .read_text(encoding="utf-8")
+            .replace("    - name: ch\n", "    - name: ch\n      prefix: ''\n")
+        )
+        (project / "mcpmux.yaml").write_text(text + extra, encoding="utf-8")
+
+    configure("base")
+    assert "read_notes" in tool_names("ch")
+    configure("description")
+    refused = mcpmux("call", "read_notes", '{"path": "a"}')
+    assert refused.returncode == 1 and "hint: review it with `mcpmux pins`, then approve it with" in refused.stderr
+    command = refused.stderr.split("approve it with `", 1)[1].split("`", 1)[0]
+    assert command == "mcpmux approve ch:read_notes"
+    assert mcpmux(*command.split()[1:]).returncode == 0
+    assert mcpmux("call", "read_notes", '{"path": "a"}').stdout.strip() == "notes of a"
+
+    asked = mcpmux("call", "delete_notes", '{"path": "a"}')
+    assert asked.returncode == 1 and "require_approval: false" not in asked.stderr
+    rule = "security.approval_rules [{tools: 'delete_notes', action: allow}]"
+    assert rule in asked.stderr
+    configure("description", "  security:\n    approval_rules: [{tools: 'delete_notes', action: allow}]\n")
+    assert mcpmux("call", "delete_notes", '{"path": "a"}').stdout.strip() == "deleted a"
+
+
+def test_approving_a_definition_the_scanner_flagged_high_asks_first(project: Path) -> None:
+    write_config(project, "poisoned")
+    assert "ch:read_notes" not in tool_names("ch")  # quarantined on first sight
+    scripted = mcpmux("approve", "ch:read_notes")
+    assert scripted.returncode == 1 and "no one was asked" in scripted.stderr
+    assert "[sensitive-path]" in scripted.stderr and "approve ch:read_notes --yes" in scripted.stderr
+    assert "ch:read_notes" not in tool_names("ch")
+    child = pexpect.spawn(MCPMUX, ["approve", "ch:read_notes"], env=dict(os.environ), timeout=60)
+    try:
+        child.expect("the scanner flagged what you are approving")
+        child.expect(r"Approve anyway\? \[y/N\]")
+        child.sendline("n")
+        child.expect("declined")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 1 and "ch:read_notes" not in tool_names("ch")
+    forced = mcpmux("approve", "ch:read_notes", "--yes")
+    assert forced.returncode == 0 and "approved ch:read_notes" in forced.stdout
+    assert "ch:read_notes" in tool_names("ch")

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcpmux.config.models import SecurityConfig
+from mcpmux.gateway.caller import stdio_channel
 from mcpmux.servers._sdk import lowlevel_server
 from tests.gateway.conftest import gateway_over, rich_server
 from tests.manager.conftest import dynamic_server, echo_server, stdio
@@ -296,14 +297,19 @@ async def test_approval_is_asked_of_the_downstream_client_by_elicitation() -> No
     security = SecurityConfig(pinning="off", require_approval=True)
     with anyio.fail_after(15):
         async with gateway_over({"fs": echo_server("fs", "write")}, security=security) as gateway:
+            with stdio_channel():  # a client that may approve: the local one that started the gateway
+                async with Client(gateway.server, mode="legacy", elicitation_callback=approve) as client:
+                    assert text(await client.call_tool("fs__write", {"text": "x"})) == "fs:write:x"
             async with Client(gateway.server, mode="legacy", elicitation_callback=approve) as client:
-                assert text(await client.call_tool("fs__write", {"text": "x"})) == "fs:write:x"
-            async with Client(gateway.server, mode="legacy") as client:
-                refused = await client.call_tool("fs__write", {"text": "y"})
-                assert refused.is_error and "declined" in text(refused)
+                refused = await client.call_tool("fs__write", {"text": "z"})
+                assert refused.is_error and "this caller may not approve" in text(refused)
+            with stdio_channel():
+                async with Client(gateway.server, mode="legacy") as client:
+                    refused = await client.call_tool("fs__write", {"text": "y"})
+                    assert refused.is_error and "declined" in text(refused)
             decisions = [(r.decision, r.outcome) for r in gateway.guard.audit.query()]
     assert len(asked) == 1 and "Allow fs:write" in asked[0]
-    assert sorted(decisions) == [("asked", "ok"), ("denied", "refused")]
+    assert sorted(decisions) == [("asked", "ok"), ("denied", "refused"), ("denied", "refused")]
 
 
 async def test_a_stateless_era_client_is_asked_for_approval_with_an_input_required_result() -> None:
@@ -317,13 +323,14 @@ async def test_a_stateless_era_client_is_asked_for_approval_with_an_input_requir
     security = SecurityConfig(pinning="off", require_approval=True)
     with anyio.fail_after(15):
         async with gateway_over({"fs": echo_server("fs", "write")}, security=security) as gateway:
-            async with Client(gateway.server, mode="2026-07-28", elicitation_callback=approve) as client:
-                assert text(await client.call_tool("fs__write", {"text": "x"})) == "fs:write:x"
-                refused = await client.call_tool("fs__write", {"text": "y"})
-                assert refused.is_error and "declined" in text(refused)
-            async with Client(gateway.server, mode="2026-07-28") as client:
-                unasked = await client.call_tool("fs__write", {"text": "x"})
-                assert unasked.is_error and "declined" in text(unasked)
+            with stdio_channel():
+                async with Client(gateway.server, mode="2026-07-28", elicitation_callback=approve) as client:
+                    assert text(await client.call_tool("fs__write", {"text": "x"})) == "fs:write:x"
+                    refused = await client.call_tool("fs__write", {"text": "y"})
+                    assert refused.is_error and "declined" in text(refused)
+                async with Client(gateway.server, mode="2026-07-28") as client:
+                    unasked = await client.call_tool("fs__write", {"text": "x"})
+                    assert unasked.is_error and "declined" in text(unasked)
             decisions = [(r.decision, r.outcome) for r in gateway.guard.audit.query()]
     assert len(asked) == 2 and all("Allow fs:write" in question for question in asked)
     assert sorted(decisions) == [("asked", "ok"), ("denied", "refused"), ("denied", "refused")]

@@ -242,11 +242,20 @@ async def test_approval_reaches_clients_of_both_eras_over_http(tmp_path: Path) -
         return types.ElicitResult(action="accept", content={"decision": "yes"})
 
     config = write_config(tmp_path, ("time",), require_approval=["time:get_current_time"])
+    # Only a caller whose token may approve is asked (see tests/attacks/test_approval_attacks.py).
+    approver = mcpmux(tmp_path, config, "token", "create", "approver", "--can-approve").stdout.strip()
+    headers = {"Authorization": f"Bearer {approver}"}
     with serve(tmp_path, config, "--http", "127.0.0.1:0") as serving, anyio.fail_after(60):
         for mode in ("legacy", "2026-07-28"):
-            async with Client(serving.url, mode=mode, elicitation_callback=approve) as client:
-                assert "UTC" in text(await client.call_tool("time__get_current_time", {"timezone": "UTC"}))
-            async with Client(serving.url, mode=mode) as client:
-                refused = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
-                assert refused.is_error and "declined" in text(refused)
+            for callback in (approve, None):
+                async with (
+                    httpx2.AsyncClient(headers=headers, timeout=30) as http,
+                    streamable_http_client(serving.url, http_client=http) as (read, write),
+                    Client(_Streams(read, write), mode=mode, elicitation_callback=callback) as client,  # type: ignore[arg-type]
+                ):
+                    result = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
+                if callback is None:
+                    assert result.is_error and "declined" in text(result)
+                else:
+                    assert "UTC" in text(result)
     assert len(asked) == 2 and all("Allow time:get_current_time" in question for question in asked)

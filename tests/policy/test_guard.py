@@ -96,6 +96,52 @@ async def test_approval_answers_yes_no_and_always(store: StateStore, tmp_path: P
     assert outcomes == [("denied", "refused"), ("asked", "ok"), ("asked", "ok"), ("allowed", "ok")]
 
 
+async def test_an_always_binds_only_the_scope_that_gave_it(store: StateStore, tmp_path: Path) -> None:
+    calls: list[str] = []
+    asked: list[tuple[str, str | None]] = []
+
+    async def approver(request: ApprovalRequest) -> Answer:
+        asked.append((request.face, request.caller))
+        return Answer.ALWAYS_SERVER
+
+    async with in_process(calls, SecurityConfig()) as manager:
+        gateway = Guard(manager, face="gateway", store=store, approver=approver, project=tmp_path)
+        await gateway.call_tool("fs:delete_file", {"path": "/1"}, caller="x/1", answered_by="token:alice")
+        await gateway.call_tool("fs:delete_file", {"path": "/2"}, caller="x/1", answered_by="token:alice")
+        await gateway.call_tool("fs:delete_file", {"path": "/3"}, caller="x/1", answered_by="token:bob")
+        terminal = Guard(manager, face="cli", store=store, project=tmp_path)  # no one to ask
+        with pytest.raises(ApprovalDenied, match="no one can be asked"):
+            await terminal.call_tool("fs:delete_file", {"path": "/4"})
+        chat = Guard(manager, face="chat", store=store, approver=approver, project=tmp_path)
+        await chat.call_tool("fs:delete_file", {"path": "/5"})
+        await terminal.call_tool("fs:delete_file", {"path": "/6"})  # the person's "always" in chat holds in the CLI
+    assert asked == [("gateway", "token:alice"), ("gateway", "token:bob"), ("chat", None)]
+    assert calls == ["delete /1", "delete /2", "delete /3", "delete /5", "delete /6"]
+
+
+async def test_an_upstream_mcpmux_question_about_no_call_in_flight_is_answered_no(
+    store: StateStore, tmp_path: Path
+) -> None:
+    from mcpmux.policy.chained import APPROVAL_META, ChainedApprovals
+
+    chained, asked = ChainedApprovals(), []
+    answers: list[types.ElicitResult | types.ErrorData] = []
+
+    async def approver(request: ApprovalRequest) -> Answer:
+        asked.append(request.name)
+        question = {"tool": "inner:delete_file", "reason": "rule", "arguments": dict(request.arguments)}
+        params = types.ElicitRequestFormParams(message="Allow?", requested_schema={}, _meta={APPROVAL_META: question})
+        answers.append(await chained("fs", params))  # a question from the server about a call not yet running
+        return Answer.YES
+
+    async with in_process([], SecurityConfig()) as manager:
+        guard = Guard(manager, face="cli", store=store, approver=approver, project=tmp_path)
+        chained.bind(guard)
+        await guard.call_tool("fs:delete_file", {"path": "/1"})
+    assert asked == ["fs:delete_file"]
+    assert [a.content for a in answers if isinstance(a, types.ElicitResult)] == [{"decision": "no"}]
+
+
 async def test_every_call_is_audited_with_secrets_redacted(store: StateStore) -> None:
     calls: list[str] = []
     async with in_process(calls, SecurityConfig()) as manager:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from mcpmux.manager.models import ToolInfo
-from mcpmux.policy.pins import PinBook, definition_hash
+from mcpmux.policy.pins import PinBook, canonical_definition, definition_hash
 from mcpmux.policy.store import StateStore
 
 
@@ -107,3 +108,53 @@ def test_pins_survive_a_new_process(tmp_path: Any) -> None:
         PinBook(first, "tofu").check(tool())
     with StateStore(tmp_path / "state.db") as second:
         assert not PinBook(second, "tofu").check(tool(description="changed")).exposed
+
+
+def test_a_server_of_the_same_name_in_another_project_has_its_own_pins(store: StateStore) -> None:
+    from mcpmux.config.models import StdioServerConfig
+    from mcpmux.policy.pins import server_identity
+
+    fs = StdioServerConfig(name="fs", command="npx", args=("server-filesystem", "."))
+    here = PinBook(store, "tofu", {"fs": server_identity(fs, "/work/one")})
+    there = PinBook(store, "tofu", {"fs": server_identity(fs, "/work/two")})
+    other = StdioServerConfig(name="fs", command="uvx", args=("other-fs",))
+    elsewhere = PinBook(store, "tofu", {"fs": server_identity(other, "/work/one")})
+    assert here.check(tool("fs")).exposed
+    # Another project's (or another program's) fs with other tools is pinned anew, not quarantined.
+    assert there.check(tool("fs", description="Another server's read.")).exposed
+    assert elsewhere.check(tool("fs", description="A third read.")).exposed
+    assert not here.check(tool("fs", description="Read a file, changed.")).exposed  # its own pin still holds
+    assert [p.definition["description"] for p in there.pins()] == ["Another server's read."]
+
+
+def test_a_version_1_state_file_is_migrated_and_its_pins_and_approvals_kept(tmp_path: Any) -> None:
+    import sqlite3
+
+    path = tmp_path / "state.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        """
+        CREATE TABLE pins (server TEXT NOT NULL, tool TEXT NOT NULL, hash TEXT NOT NULL, definition TEXT NOT NULL,
+            approved INTEGER NOT NULL, pinned_at REAL NOT NULL, pending_hash TEXT, pending_definition TEXT,
+            pending_reason TEXT, PRIMARY KEY (server, tool));
+        CREATE TABLE approvals (project TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL,
+            granted_at REAL NOT NULL, PRIMARY KEY (project, server, tool));
+        PRAGMA user_version = 1;
+        """
+    )
+    pinned = tool("fs")
+    row = ("fs", "read", definition_hash(pinned), json.dumps(canonical_definition(pinned)), 1, 1.0, None, None, None)
+    old.execute("INSERT INTO pins VALUES (?,?,?,?,?,?,?,?,?)", row)
+    old.execute("INSERT INTO approvals VALUES ('/p', 'fs', '*', 2.0)")
+    old.commit()
+    old.close()
+    with StateStore(path) as store:
+        book = PinBook(store, "tofu", {"fs": "id-of-fs-here"})
+        assert book.check(pinned).exposed  # the legacy pin is adopted, approved as it was
+        assert not book.check(tool("fs", description="changed")).exposed  # and still guards
+        from mcpmux.policy.approval import Approvals, ApprovalScope
+
+        approvals = Approvals(store, "/p")
+        assert [(a.face, a.server, a.tool) for a in approvals.standing()] == [("unscoped", "fs", "*")]
+        # Nobody knows who gave it (a network client could have): listed, revocable, honoured for no one.
+        assert not approvals.remembered("fs", "read", ApprovalScope.of("cli", None))

@@ -26,7 +26,7 @@ from mcpmux.config.models import Config
 from mcpmux.connection import ClientCallbacks, ElicitationCallback
 from mcpmux.manager import Manager
 from mcpmux.manager.supervisor import ConnectionFactory
-from mcpmux.policy import Approver, Guard, StateStore
+from mcpmux.policy import Approver, ChainedApprovals, Guard, StateStore
 
 __all__ = ["AgentOptions", "AgentSession", "agent_session", "describe_servers"]
 
@@ -95,9 +95,10 @@ async def agent_session(
 ) -> AsyncIterator[AgentSession]:
     """Start the servers with sampling, elicitation and roots answered for an agent, and yield a session."""
     holder: list[AgentSession] = []
+    chained = ChainedApprovals(options.elicitation or decline_elicitation)  # an upstream mcpmux asks once
     callbacks = ClientCallbacks(
         sampling=ModelSampler(lambda: holder[0].provider if holder else None, options.sampling_approver),
-        elicitation=options.elicitation or decline_elicitation,
+        elicitation=chained,
         roots=workspace_roots(options.root),
     )
     manager = Manager(
@@ -106,6 +107,7 @@ async def agent_session(
     await manager.start()
     try:
         guard = Guard(manager, face=options.face, approver=options.approver, store=options.store, project=options.root)
+        chained.bind(guard)
         holder.append(AgentSession(guard, provider, options, on_event))
         yield holder[0]
     finally:

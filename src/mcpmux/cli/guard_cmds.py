@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import sys
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import click
 
 from mcpmux.cli.completion import complete_servers, complete_tools
@@ -14,17 +16,24 @@ from mcpmux.cli.manager_cmds import managed, run
 from mcpmux.cli.output import emit, json_option, table
 from mcpmux.config import Config
 
+if TYPE_CHECKING:
+    from mcpmux.manager import ToolInfo
+    from mcpmux.policy import Finding, Guard
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 @click.command("approve")
 @click.argument("target", metavar="SERVER[:TOOL]", shell_complete=complete_tools)
+@click.option("--yes", "-y", is_flag=True, help="Approve definitions the scanner flagged high without asking.")
 @json_option
-def approve_cmd(target: str) -> None:
+def approve_cmd(target: str, yes: bool) -> None:
     """Approve the current definitions of SERVER's tools (or one tool) that are held back.
 
-    The server is connected first, so what is approved is exactly what it offers now.
+    The server is connected first, so what is approved is exactly what it offers now. A definition
+    the scanner flags high is shown with its findings and approved only after a yes (``--yes`` in
+    scripts); without a terminal and without ``--yes`` it stays held back.
     """
     server, _, tool = target.partition(":")
 
@@ -32,6 +41,9 @@ def approve_cmd(target: str) -> None:
         config.server(server)
         async with managed(config, {server}) as guard:
             held = [e for e in guard.withheld(server) if e.kind == "quarantined" and (not tool or e.tool.tool == tool)]
+            flagged = _high_findings(guard, [e.tool for e in held])
+            if flagged and not yes:
+                await anyio.to_thread.run_sync(_confirm_flagged, target, flagged)
             diffs = {e.tool.tool: e.verdict.pin.diff() if e.verdict and e.verdict.pin else "" for e in held}
             guard.approve(server, tool or None)
             return [{"server": server, "tool": name, "diff": diff} for name, diff in diffs.items()]
@@ -49,18 +61,49 @@ def approve_cmd(target: str) -> None:
     emit(approved, render)
 
 
+def _high_findings(guard: Guard, tools: list[ToolInfo]) -> list[Finding]:
+    from mcpmux.policy import scan_tool
+
+    everyone = [t for t in guard.manager.tools() if not t.synthetic]
+    findings: list[Finding] = []
+    for info in tools:
+        others = [t.name for t in everyone if t.server != info.server]
+        findings += [f for f in scan_tool(info, server=info.server, other_tools=others) if f.severity == "high"]
+    return findings
+
+
+def _confirm_flagged(target: str, findings: list[Finding]) -> None:
+    """Show the high findings and ask; refuse without a terminal (the caller then approves nothing)."""
+    from mcpmux.errors import PolicyError
+
+    click.echo("the scanner flagged what you are approving:", err=True)
+    for f in findings:
+        click.echo(f"  {f.server}:{f.tool} [{f.rule}] {f.message} in {f.location}: {f.excerpt}", err=True)
+    server = target.partition(":")[0]
+    hint = f"read the findings (mcpmux scan {server}); approve anyway with `mcpmux approve {target} --yes`"
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise PolicyError(target, f"not approved: {target} has high scanner findings and no one was asked", hint=hint)
+    if not click.confirm("Approve anyway?", default=False, err=True):
+        raise PolicyError(target, f"not approved: declined ({target} has high scanner findings)", hint=hint)
+
+
 @click.command("pins")
 @click.argument("server", required=False, shell_complete=complete_servers)
 @json_option
 def pins_cmd(server: str | None) -> None:
     """List pinned tool definitions and those waiting for approval (no server is started)."""
+    from pathlib import Path
+
     from mcpmux.cli.output import state
     from mcpmux.config import load_config
     from mcpmux.policy import PinBook, StateStore
+    from mcpmux.policy.pins import server_identity
 
     config = load_config(state().config_path)
+    project = Path.cwd().resolve()
+    identities = {s.name: server_identity(s, project) for s in config.servers}
     with StateStore() as store:
-        pins = PinBook(store, config.security.pinning).pins(server)
+        pins = PinBook(store, config.security.pinning, identities).pins(server)
     rows = [_pin_json(p) for p in pins]
 
     def render() -> None:

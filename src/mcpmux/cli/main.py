@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "add": ("mcpmux.cli.manage_cmds", "add_cmd", "Add a server: NAME -- COMMAND [ARGS]... or NAME -t TYPE URL."),
     "add-json": ("mcpmux.cli.manage_cmds", "add_json_cmd", "Add a server from a Claude-style JSON object."),
     "approve": ("mcpmux.cli.guard_cmds", "approve_cmd", "Approve held-back tool definitions of SERVER[:TOOL]."),
+    "approvals": ("mcpmux.cli.approvals_cmds", "approvals", "List and revoke remembered 'always' approvals."),
     "audit": ("mcpmux.cli.guard_cmds", "audit_cmd", "Show the audit log of calls."),
     "builtin": ("mcpmux.cli.builtin_cmd", "builtin", "Serve a built-in server (workspace, content_store) on stdio."),
     "call": ("mcpmux.cli.manager_cmds", "call_cmd", "Call SERVER:TOOL with JSON or KEY=VALUE arguments."),

@@ -60,14 +60,18 @@ async def managed(
     that is not usable is a warning on stderr.
     """
     from mcpmux.cli.approval import terminal_approver
+    from mcpmux.connection.callbacks import ClientCallbacks
     from mcpmux.manager import Manager
-    from mcpmux.policy import Guard
+    from mcpmux.policy import ChainedApprovals, Guard
 
-    manager = Manager(config, start=start, wait=False)
+    # An upstream mcpmux's approval questions are answered here, once (mcpmux.policy.chained).
+    chained = ChainedApprovals()
+    manager = Manager(config, start=start, wait=False, callbacks=ClientCallbacks(elicitation=chained))
     guard: Guard | None = None
     try:
         await start_with_progress(manager)
         guard = Guard(manager, face="cli", approver=approver or terminal_approver())
+        chained.bind(guard)
         if isinstance(start, set):
             raise_if_unusable(manager, start)
         warn_unusable(manager, config.secret_values)

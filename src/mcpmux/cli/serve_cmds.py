@@ -143,15 +143,20 @@ def token() -> None:
 
 @token.command("create")
 @click.argument("name")
+@click.option(
+    "--can-approve",
+    is_flag=True,
+    help="Its caller may answer approval questions, for its own calls only (others are refused, not asked).",
+)
 @json_option
-def token_create(name: str) -> None:
+def token_create(name: str, can_approve: bool) -> None:
     """Create a token called NAME and print it (it is shown only this once)."""
     from mcpmux.gateway.tokens import TokenStore
     from mcpmux.policy import StateStore
 
     with StateStore() as store:
-        secret = TokenStore(store).create(name)
-    emit({"name": name, "token": secret}, lambda: click.echo(secret))
+        secret = TokenStore(store).create(name, can_approve=can_approve)
+    emit({"name": name, "token": secret, "can_approve": can_approve}, lambda: click.echo(secret))
     click.echo(
         f"token {name!r}: shown only this once; a running 'mcpmux serve' accepts it from its next request "
         "(and from now on requires a token from every HTTP and WebSocket client)",
@@ -168,8 +173,12 @@ def token_list() -> None:
 
     with StateStore() as store:
         tokens = TokenStore(store).list()
-    rows = [{"name": t.name, "created_at": datetime.fromtimestamp(t.created_at).isoformat()} for t in tokens]
-    emit(rows, lambda: table(["name", "created"], [(r["name"], r["created_at"]) for r in rows]))
+    rows = [
+        {"name": t.name, "created_at": datetime.fromtimestamp(t.created_at).isoformat(), "can_approve": t.can_approve}
+        for t in tokens
+    ]
+    listed = [(r["name"], r["created_at"], "yes" if r["can_approve"] else "no") for r in rows]
+    emit(rows, lambda: table(["name", "created", "can approve"], listed))
 
 
 @token.command("revoke")

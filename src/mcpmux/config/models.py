@@ -36,6 +36,7 @@ __all__ = [
     "ApprovalRule",
     "BuiltinServerConfig",
     "Config",
+    "GatewayApprovers",
     "LLMConfig",
     "NetworkServerConfig",
     "ProtocolChoice",
@@ -105,6 +106,17 @@ class ServerSecurity(_Frozen):
     _one_item = field_validator("allowed_tools", "denied_tools", mode="before")(_one_item_list)
 
 
+class GatewayApprovers(_Frozen):
+    """Which gateway callers may answer the guard's approval questions (``mcp.security.gateway_approvers``).
+
+    Any other caller whose call needs approval is refused, not asked. A network client without a
+    token never may: it may be a page in a browser answering its own question.
+    """
+
+    stdio: bool = True  # the client that started ``mcpmux serve --stdio`` (a local process)
+    tokens: bool = True  # HTTP callers whose token was made with ``mcpmux token create --can-approve``
+
+
 class SecurityConfig(_Frozen):
     """Global policy (``mcp.security``)."""
 
@@ -114,6 +126,7 @@ class SecurityConfig(_Frozen):
     approval_rules: tuple[ApprovalRule, ...] = ()
     pinning: PinningMode = "tofu"
     sandbox: SandboxConfig = SandboxConfig()
+    gateway_approvers: GatewayApprovers = GatewayApprovers()
 
     _one_item = field_validator("allowed_tools", "denied_tools", mode="before")(_one_item_list)
 

@@ -1,20 +1,33 @@
-"""Who is calling: the identity the audit log records for a downstream request.
+"""Who is calling: the identity the audit log records, and who may answer approval questions.
 
-With tokens it is ``token:NAME``: over HTTP the auth middleware sets the request's user, over
-WebSocket the handshake attaches a :class:`TokenCaller` to every message. Otherwise the
-``clientInfo`` the client gave (``name/version``), or ``None``.
+With tokens the caller is ``token:NAME``: over HTTP the auth middleware sets the request's user,
+over WebSocket the handshake attaches a :class:`TokenCaller` to every message. Otherwise it is the
+``clientInfo`` the client gave (``name/version``), or ``None``. ``clientInfo`` is whatever the client
+says, so it names a caller in the audit log but never proves one: only a token, or the stdio
+channel (the one local process that started ``mcpmux serve --stdio``), can stand behind an approval
+(:func:`approver_of`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import ServerRequestContext
 from starlette.authentication import BaseUser
 from starlette.requests import Request
 
-__all__ = ["TokenCaller", "caller_of"]
+from mcpmux.config.models import GatewayApprovers
+from mcpmux.gateway.tokens import APPROVE_SCOPE
+
+__all__ = ["TokenCaller", "approver_of", "caller_of", "stdio_channel"]
+
+STDIO = "stdio"
+_channel: ContextVar[str | None] = ContextVar("mcpmux_gateway_channel", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,19 +35,54 @@ class TokenCaller:
     """A connection opened with the token called ``name`` (a stream face's request context)."""
 
     name: str
+    scopes: tuple[str, ...] = ()
+
+
+@contextmanager
+def stdio_channel() -> Iterator[None]:
+    """Mark the requests served inside the block as coming from the local stdio client."""
+    token = _channel.set(STDIO)
+    try:
+        yield
+    finally:
+        _channel.reset(token)
 
 
 def caller_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """The identity of the client behind ``ctx``."""
-    request = ctx.request
-    if isinstance(request, TokenCaller):
-        return f"token:{request.name}"
-    if isinstance(request, Request) and "user" in request.scope:
-        user = request.scope["user"]
-        if isinstance(user, BaseUser) and user.is_authenticated:
-            return f"token:{user.display_name}"
+    token = _token(ctx)
+    if token is not None:
+        return f"token:{token[0]}"
     params = ctx.session.client_params
     if params is None:
         return None
     info = params.client_info
     return f"{info.name}/{info.version}" if info.version else info.name
+
+
+def approver_of(ctx: ServerRequestContext[Any, Any], allowed: GatewayApprovers) -> str | None:
+    """The identity under which the client behind ``ctx`` may answer approvals, or ``None`` if it may not.
+
+    A token made with ``--can-approve`` answers as ``token:NAME``; the stdio client as
+    ``stdio:<clientInfo>``. Each identity's "always" answers bind only itself.
+    """
+    token = _token(ctx)
+    if token is not None:
+        name, scopes = token
+        return f"token:{name}" if allowed.tokens and APPROVE_SCOPE in scopes else None
+    if _channel.get() == STDIO and allowed.stdio and not isinstance(ctx.request, Request | TokenCaller):
+        return f"{STDIO}:{caller_of(ctx) or 'client'}"
+    return None
+
+
+def _token(ctx: ServerRequestContext[Any, Any]) -> tuple[str, tuple[str, ...]] | None:
+    """The name and scopes of the token behind ``ctx`` (HTTP user or WebSocket handshake), if any."""
+    request = ctx.request
+    if isinstance(request, TokenCaller):
+        return request.name, request.scopes
+    if isinstance(request, Request) and "user" in request.scope:
+        user = request.scope["user"]
+        if isinstance(user, BaseUser) and user.is_authenticated:
+            scopes = tuple(user.scopes) if isinstance(user, AuthenticatedUser) else ()
+            return user.display_name, scopes
+    return None

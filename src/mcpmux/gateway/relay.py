@@ -3,7 +3,10 @@
 An upstream asks for sampling or elicitation while it runs a tool; the gateway puts the request to
 the downstream call in flight on that server (the latest one when several are) and returns the
 answer. The guard's approval questions take the same way (:meth:`Relay.approve` is an
-:class:`~mcpmux.policy.Approver`): an elicitation form to the client whose call needs approval.
+:class:`~mcpmux.policy.Approver`): an elicitation form to the client whose call needs approval,
+but only when that client may approve at all (``security.gateway_approvers``: the stdio client, a
+token made with ``--can-approve``). Any other caller is refused without being asked: a client
+answering its own question is no approval, least of all a web page on a loopback gateway.
 
 How a question reaches a client depends on its era, so each call in flight is an :class:`Asker`:
 a handshake-era (2025-11-25) call is a :class:`LiveCall`, asked on its own channel; a stateless-era
@@ -28,9 +31,11 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel
 
-from mcpmux.policy import Answer, ApprovalRequest
+from mcpmux.config.models import GatewayApprovers
+from mcpmux.errors import ApprovalDenied
+from mcpmux.policy import APPROVAL_META, Answer, ApprovalRequest
 
-__all__ = ["RELAY_TIMEOUT_S", "Asker", "LiveCall", "Relay"]
+__all__ = ["RELAY_TIMEOUT_S", "UNVERIFIED", "Asker", "LiveCall", "Relay"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +54,15 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "required": ["decision"],
 }
 _current: ContextVar[Asker | None] = ContextVar("mcpmux_gateway_call", default=None)
+_answerer: ContextVar[str | None] = ContextVar("mcpmux_gateway_answerer", default=None)
+UNVERIFIED = "unverified"
+"""The approval identity of a caller that may not approve: nothing is ever remembered for it."""
+MAY_NOT_APPROVE = "needs approval; this caller may not approve"
+MAY_NOT_APPROVE_HINT = (
+    "approve from a client whose token may approve (mcpmux token create NAME --can-approve; "
+    "security.gateway_approvers), or allow this one tool in the configuration: "
+    "security.approval_rules [{{tools: '{tool}', action: allow}}]"
+)
 
 
 class Asker(Protocol):
@@ -98,17 +112,23 @@ class LiveCall:
 class Relay:
     """The downstream calls in flight per upstream server, and the relayed requests."""
 
-    def __init__(self) -> None:
+    def __init__(self, approvers: GatewayApprovers | None = None) -> None:
         self._calls: dict[str, list[Asker]] = defaultdict(list)
+        self.approvers = approvers if approvers is not None else GatewayApprovers()
 
     @contextmanager
-    def calling(self, server: str, call: Asker) -> Iterator[None]:
-        """Mark ``call`` as a downstream call running on ``server`` for the duration of the block."""
+    def calling(self, server: str, call: Asker, answerer: str | None = None) -> Iterator[None]:
+        """Mark ``call`` as a downstream call running on ``server`` for the duration of the block.
+
+        ``answerer`` is the identity under which its client may approve (see
+        :func:`~mcpmux.gateway.caller.approver_of`), or ``None`` when it may not.
+        """
         self._calls[server].append(call)
-        token = _current.set(call)
+        token, answering = _current.set(call), _answerer.set(answerer)
         try:
             yield
         finally:
+            _answerer.reset(answering)
             _current.reset(token)
             self._calls[server].remove(call)
 
@@ -122,15 +142,26 @@ class Relay:
         return calls[-1] if calls else None
 
     async def approve(self, request: ApprovalRequest) -> Answer:
-        """Ask the client whose call this is, by elicitation; "no" when it cannot be asked."""
+        """Ask the client whose call this is, by elicitation; "no" when it cannot be asked.
+
+        Raises:
+            ApprovalDenied: the client may not approve (it is refused, not asked).
+        """
         call = _current.get()
+        if call is not None and _answerer.get() is None:
+            logger.info("%s needs approval and its caller may not approve: refused", request.name)
+            raise ApprovalDenied(request.name, MAY_NOT_APPROVE, hint=MAY_NOT_APPROVE_HINT.format(tool=request.name))
         wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
         if call is None or not call.can_ask(wanted):
             logger.info("%s needs approval and its client cannot be asked: declined", request.name)
             return Answer.NO
         arguments = json.dumps(dict(request.arguments), default=str)[:2000]
         message = f"Allow {request.name} ({request.reason})? Arguments: {arguments}"
-        params = types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
+        # Marked, so an mcpmux client answers it through its own guard (mcpmux.policy.chained).
+        question = {"tool": request.name, "reason": request.reason, "arguments": dict(request.arguments)}
+        params = types.ElicitRequestFormParams(
+            message=message, requested_schema=APPROVAL_SCHEMA, _meta={APPROVAL_META: question}
+        )
         return _decision(await call.ask(types.ElicitRequest(params=params), types.ElicitResult))
 
     async def sampling(

@@ -27,7 +27,7 @@ from mcp.server.stdio import stdio_server
 
 from mcpmux.config.models import Config
 from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError, UsageError
-from mcpmux.gateway.caller import TokenCaller
+from mcpmux.gateway.caller import TokenCaller, stdio_channel
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.http import HttpOptions, serve_http
 from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopback
@@ -223,7 +223,7 @@ def websocket_admission(security: HttpSecurity) -> Admit:
     def admit(headers: Mapping[str, str]) -> Handshake:
         verdict = gate.admit(headers)
         if isinstance(verdict, Admitted):
-            caller = None if verdict.token_name is None else TokenCaller(verdict.token_name)
+            caller = None if verdict.token_name is None else TokenCaller(verdict.token_name, verdict.scopes)
             return Handshake(still_valid=gate.still_valid(verdict), context=caller)
         return Handshake(refuse_status=verdict.status, reason=verdict.reason)
 
@@ -244,8 +244,9 @@ async def _listen(option: str, where: tuple[str, int], started: Awaitable[int]) 
 
 async def _serve_stdio(gateway: Gateway, stop: anyio.Event) -> None:
     try:
-        async with stdio_server() as (read, write):
-            await gateway.server.run(read, write, gateway.server.create_initialization_options())
+        with stdio_channel():  # the one local client that started us: it may approve (gateway_approvers.stdio)
+            async with stdio_server() as (read, write):
+                await gateway.server.run(read, write, gateway.server.create_initialization_options())
     finally:
         stop.set()
 

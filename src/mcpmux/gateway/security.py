@@ -31,7 +31,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpmux.gateway.origins import AddressRules
-from mcpmux.gateway.tokens import TokenStore
+from mcpmux.gateway.tokens import TokenInfo, TokenStore
 
 __all__ = [
     "ANONYMOUS",
@@ -109,6 +109,7 @@ class Admitted:
 
     token_name: str | None = None
     token: str | None = None
+    scopes: tuple[str, ...] = ()
 
 
 class Gatekeeper:
@@ -136,10 +137,10 @@ class Gatekeeper:
         tokens = self.security.tokens
         return self.security.require_token or (tokens is not None and tokens.any())
 
-    def identify(self, token: str) -> str | None:
-        """The name of ``token`` if it is valid now, else ``None``."""
+    def identify(self, token: str) -> TokenInfo | None:
+        """What ``token`` is (name, scopes) if it is valid now, else ``None``."""
         tokens = self.security.tokens
-        return tokens.verify(token) if tokens is not None and token else None
+        return tokens.check(token) if tokens is not None and token else None
 
     def admit(self, headers: Mapping[str, str]) -> Refusal | Admitted:
         """Check a WebSocket handshake (lower-case header names): Origin, Host, then the token.
@@ -153,10 +154,10 @@ class Gatekeeper:
         token = _bearer(headers.get("authorization", "")) or _subprotocol_token(
             headers.get("sec-websocket-protocol", "")
         )
-        name = self.identify(token) if token else None
-        if name is None and self.tokens_required():
-            return Refusal(401, "A valid bearer token is required")
-        return Admitted(name, token if name is not None else None)
+        info = self.identify(token) if token else None
+        if info is None:
+            return Refusal(401, "A valid bearer token is required") if self.tokens_required() else Admitted()
+        return Admitted(info.name, token, tuple(info.scopes))
 
     def still_valid(self, admitted: Admitted) -> Callable[[], bool] | None:
         """For a long-lived connection: whether it may go on (its token not revoked meanwhile)."""
@@ -211,14 +212,14 @@ class SecurityMiddleware:
         return None
 
     def _authenticate(self, scope: Scope, headers: Headers) -> PlainTextResponse | None:
-        name = self.gate.identify(_bearer(headers.get("authorization", "")))
-        if name is None:
+        info = self.gate.identify(_bearer(headers.get("authorization", "")))
+        if info is None:
             if scope["path"] in PUBLIC_PATHS:
                 scope[ANONYMOUS] = True
                 return None
             return PlainTextResponse("A valid bearer token is required", status_code=401, headers=CHALLENGE)
         # The SDK binds each Streamable HTTP session to the client_id of the user that opened it.
-        access = AccessToken(token=f"sha256:{name}", client_id=name, scopes=[])
+        access = AccessToken(token=f"sha256:{info.name}", client_id=info.name, scopes=info.scopes)
         scope["user"] = AuthenticatedUser(access)
         return None
 

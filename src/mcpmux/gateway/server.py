@@ -45,10 +45,10 @@ from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 
 from mcpmux import __version__
 from mcpmux.errors import MCPMuxError, ServerError, ToolNotFound
-from mcpmux.gateway.caller import caller_of
+from mcpmux.gateway.caller import approver_of, caller_of
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.metrics import Metrics
-from mcpmux.gateway.relay import RELAY_TIMEOUT_S, Asker, LiveCall
+from mcpmux.gateway.relay import RELAY_TIMEOUT_S, UNVERIFIED, Asker, LiveCall
 from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
 from mcpmux.gateway.surface import Surface, build_surface
 from mcpmux.manager.events import ListChanged, StateChanged
@@ -95,6 +95,7 @@ class Gateway:
     ) -> None:
         self.guard, self.manager = guard, guard.manager
         self.downstream = downstream if downstream is not None else Downstream()
+        self.downstream.relay.approvers = guard.manager.config.security.gateway_approvers
         self.separator = separator
         self.metrics = metrics if metrics is not None else Metrics()
         self._surface: Surface | None = None
@@ -261,7 +262,8 @@ class Gateway:
         except ServerError as exc:
             raise MCPError(exc.code, exc.error_message, exc.data) from exc
         except MCPMuxError as exc:
-            return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
+            message = f"{exc}\nhint: {exc.hint}" if exc.hint else str(exc)
+            return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
         finally:
             self._in_flight -= 1
             if not self._in_flight:
@@ -272,7 +274,7 @@ class Gateway:
         self, ctx: Ctx, params: types.CallToolRequestParams, canonical: str, server: str
     ) -> types.CallToolResult | types.InputRequiredResult:
         """One call of a handshake-era client, or one round of a stateless-era one (see :mod:`.stateless`)."""
-        caller = caller_of(ctx)
+        caller, answerer = caller_of(ctx), approver_of(ctx, self.downstream.relay.approvers)
         if params.request_state is not None:  # a retry; the boundary has checked that we sealed it
             parked = self._parked.resume(params.request_state, caller)
             if parked is None:
@@ -281,17 +283,23 @@ class Gateway:
         if self._tasks is not None and _can_be_asked(ctx):
             parked = ParkedCall(ctx, caller)
             self._parked.add(parked)
-            self._tasks.start_soon(parked.run, partial(self._guarded, parked, server, canonical, params.arguments))
+            guarded = partial(self._guarded, parked, server, canonical, params.arguments, answerer)
+            self._tasks.start_soon(parked.run, guarded)
             return await self._collect(parked, ctx, None)
-        return await self._guarded(LiveCall(ctx), server, canonical, params.arguments)
+        return await self._guarded(LiveCall(ctx), server, canonical, params.arguments, answerer)
 
     async def _guarded(
-        self, call: Asker, server: str, canonical: str, arguments: dict[str, Any] | None
+        self, call: Asker, server: str, canonical: str, arguments: dict[str, Any] | None, answerer: str | None
     ) -> types.CallToolResult:
-        with self.downstream.relay.calling(server, call):
+        # Who may approve is decided here, in the request's own context (the channel it came on).
+        with self.downstream.relay.calling(server, call, answerer):
             return await self.guard.call_tool(
-                canonical, arguments, caller=caller_of(call.ctx), on_progress=call.report_progress
-            )
+                canonical, arguments, caller=caller_of(call.ctx), answered_by=answerer or UNVERIFIED,
+                on_progress=call.report_progress,
+            )  # fmt: skip
+
+    def _answerer(self, ctx: Ctx) -> str:
+        return approver_of(ctx, self.downstream.relay.approvers) or UNVERIFIED
 
     async def _collect(
         self, parked: ParkedCall, ctx: Ctx, answers: dict[str, types.InputResponse] | None
@@ -313,7 +321,10 @@ class Gateway:
 
     async def _get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         canonical = _lookup(self.surface.prompt, params.name, types.INVALID_PARAMS)
-        return await _upstream(self.guard.get_prompt(canonical, params.arguments, caller=caller_of(ctx)))
+        prompt = self.guard.get_prompt(
+            canonical, params.arguments, caller=caller_of(ctx), answered_by=self._answerer(ctx)
+        )
+        return await _upstream(prompt)
 
     async def _list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         if self._starting is not None:
@@ -329,7 +340,8 @@ class Gateway:
 
     async def _read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         server, uri = _find_resource(self.surface, ctx, params.uri)
-        result = await _upstream(self.guard.read_resource(server, uri, caller=caller_of(ctx)))
+        read = self.guard.read_resource(server, uri, caller=caller_of(ctx), answered_by=self._answerer(ctx))
+        result = await _upstream(read)
         contents = [c.model_copy(update={"uri": params.uri}) if c.uri == uri else c for c in result.contents]
         return types.ReadResourceResult(contents=contents)
 

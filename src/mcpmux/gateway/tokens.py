@@ -2,12 +2,16 @@
 
 A token is shown once, when created (``mcpmux token create NAME``); the database keeps only
 its SHA-256, so a leaked ``state.db`` does not leak credentials. The table is created on first
-use (``CREATE TABLE IF NOT EXISTS``) without touching the store's schema version.
+use (``CREATE TABLE IF NOT EXISTS``) without touching the store's schema version; a table made
+before tokens could approve gains the ``can_approve`` column (0: no token may approve).
+
+A token made with ``--can-approve`` may answer the guard's approval questions for its own calls
+(:data:`APPROVE_SCOPE` in its access token); any other network caller is refused instead of asked.
 
 A running gateway sees ``mcpmux token create`` and ``revoke`` from another process at its next
 request, without a restart and without a database query per request: every change also replaces
 a small marker file beside the database (``state.db.tokens``, a new inode each time), and
-:meth:`TokenStore.verify` re-reads the table only when that file is not the one it saw last.
+:meth:`TokenStore.check` re-reads the table only when that file is not the one it saw last.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ from pathlib import Path
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.policy import StateStore
 
-__all__ = ["TOKEN_PREFIX", "TokenInfo", "TokenStore", "hash_token"]
+__all__ = ["APPROVE_SCOPE", "TOKEN_PREFIX", "TokenInfo", "TokenStore", "hash_token"]
 
 logger = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "mcpmux_"
+APPROVE_SCOPE = "mcpmux:approve"
 TOKEN_BYTES = 32
 MARKER_SUFFIX = ".tokens"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
@@ -37,7 +42,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS gateway_tokens (
     name TEXT PRIMARY KEY,
     hash TEXT NOT NULL UNIQUE,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    can_approve INTEGER NOT NULL DEFAULT 0
 )
 """
 
@@ -48,6 +54,12 @@ class TokenInfo:
 
     name: str
     created_at: float
+    can_approve: bool = False
+
+    @property
+    def scopes(self) -> list[str]:
+        """The scopes of the token's access (``mcpmux:approve`` when it may approve)."""
+        return [APPROVE_SCOPE] if self.can_approve else []
 
 
 def hash_token(token: str) -> str:
@@ -64,18 +76,22 @@ class TokenStore:
         path = str(store.path)
         self._marker = None if path == ":memory:" or path.startswith("file:") else Path(path + MARKER_SUFFIX)
         self._seen: tuple[int, int, int] | None = None
-        self._hashes: dict[str, str] | None = None
+        self._hashes: dict[str, TokenInfo] | None = None
 
     def _ensure(self) -> None:
         if not self._ready:
             with self.store.write() as db:
                 db.execute(_SCHEMA)
+                columns = {row[1] for row in db.execute("PRAGMA table_info(gateway_tokens)")}
+                if "can_approve" not in columns:
+                    db.execute("ALTER TABLE gateway_tokens ADD COLUMN can_approve INTEGER NOT NULL DEFAULT 0")
             self._ready = True
 
-    def create(self, name: str) -> str:
+    def create(self, name: str, *, can_approve: bool = False) -> str:
         """Make a token called ``name`` and return it (the only time it is visible).
 
-        A gateway already running accepts it from its next request on.
+        A gateway already running accepts it from its next request on. ``can_approve``: its caller
+        may answer approval questions (for its own calls only).
 
         Raises:
             ConfigError: the name is malformed or already taken.
@@ -87,7 +103,10 @@ class TokenStore:
         with self.store.write() as db:
             if db.execute("SELECT 1 FROM gateway_tokens WHERE name = ?", (name,)).fetchone():
                 raise ConfigError([ConfigProblem("token", "name", f"a token called {name!r} exists; revoke it first")])
-            db.execute("INSERT INTO gateway_tokens VALUES (?, ?, ?)", (name, hash_token(token), time.time()))
+            db.execute(
+                "INSERT INTO gateway_tokens (name, hash, created_at, can_approve) VALUES (?, ?, ?, ?)",
+                (name, hash_token(token), time.time(), int(can_approve)),
+            )
         self._changed()
         return token
 
@@ -95,8 +114,8 @@ class TokenStore:
         """Every token, by name."""
         self._ensure()
         with self.store.read() as db:
-            rows = db.execute("SELECT name, created_at FROM gateway_tokens ORDER BY name").fetchall()
-        return [TokenInfo(name, created_at) for name, created_at in rows]
+            rows = db.execute("SELECT name, created_at, can_approve FROM gateway_tokens ORDER BY name").fetchall()
+        return [TokenInfo(name, created_at, bool(can_approve)) for name, created_at, can_approve in rows]
 
     def revoke(self, name: str) -> bool:
         """Delete the token ``name``; return whether it existed (a running gateway refuses it at once)."""
@@ -112,16 +131,22 @@ class TokenStore:
 
     def verify(self, token: str) -> str | None:
         """The name of ``token``, or ``None`` if it is unknown or revoked."""
+        info = self.check(token)
+        return info.name if info is not None else None
+
+    def check(self, token: str) -> TokenInfo | None:
+        """What ``token`` is (name, may it approve), or ``None`` if it is unknown or revoked."""
         return self._current().get(hash_token(token))
 
-    def _current(self) -> dict[str, str]:
-        """``{hash: name}`` of every token, re-read only when the marker file changed."""
+    def _current(self) -> dict[str, TokenInfo]:
+        """``{hash: token}`` of every token, re-read only when the marker file changed."""
         self._ensure()  # opens the database first, which makes its folder
         seen = self._marker_state()
         if self._hashes is None or seen != self._seen:
             with self.store.read() as db:
-                rows = db.execute("SELECT hash, name FROM gateway_tokens").fetchall()
-            self._hashes, self._seen = {str(h): str(n) for h, n in rows}, seen
+                rows = db.execute("SELECT hash, name, created_at, can_approve FROM gateway_tokens").fetchall()
+            self._hashes = {str(h): TokenInfo(str(n), float(c), bool(a)) for h, n, c, a in rows}
+            self._seen = seen
         return self._hashes
 
     def _marker_state(self) -> tuple[int, int, int] | None:

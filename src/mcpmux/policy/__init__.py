@@ -2,6 +2,7 @@
 
 from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, Approver
 from mcpmux.policy.audit import AuditLog, AuditRow
+from mcpmux.policy.chained import APPROVAL_META, ChainedApprovals
 from mcpmux.policy.guard import Exposure, Guard, Suspicion
 from mcpmux.policy.pins import Pin, PinBook, definition_hash
 from mcpmux.policy.rules import Decision, Rules
@@ -9,12 +10,14 @@ from mcpmux.policy.scanner import Finding, scan_tool, scan_tools, suspect
 from mcpmux.policy.store import StateStore
 
 __all__ = [
+    "APPROVAL_META",
     "Answer",
     "ApprovalRequest",
     "Approvals",
     "Approver",
     "AuditLog",
     "AuditRow",
+    "ChainedApprovals",
     "Decision",
     "Exposure",
     "Finding",

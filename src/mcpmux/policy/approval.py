@@ -1,4 +1,4 @@
-"""Asking a person before a call: the question, the answers, and answers remembered per project."""
+"""Asking a person before a call: the question, the answers, and answers remembered per project and scope."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from mcpmux.policy.store import StateStore
 
-__all__ = ["Answer", "ApprovalRequest", "Approvals", "Approver"]
+__all__ = ["ANY_TOOL", "Answer", "ApprovalRequest", "ApprovalScope", "Approvals", "Approver", "StandingApproval"]
 
 ANY_TOOL = "*"
 
@@ -36,6 +36,8 @@ class ApprovalRequest:
     reason: str
     description: str = ""
     annotations: Mapping[str, Any] = field(default_factory=dict)
+    face: str = "library"
+    caller: str | None = None
 
 
 class Approver(Protocol):
@@ -44,35 +46,95 @@ class Approver(Protocol):
     async def __call__(self, request: ApprovalRequest) -> Answer: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalScope:
+    """Who an "always" answer was given by, and so whom it binds.
+
+    The faces where the person at the terminal answers (``library``, ``cli``, ``chat``) share one
+    scope, ``local``; any other face (``gateway``, ``api``) keeps each caller's answers to that
+    caller, so a network client's "always" never widens what anyone else may do.
+    """
+
+    face: str
+    caller: str
+
+    @classmethod
+    def of(cls, face: str, caller: str | None) -> ApprovalScope:
+        """The scope of an answer given on ``face`` by ``caller``."""
+        return cls(LOCAL_FACE, "") if face in LOCAL_FACES else cls(face, caller or "")
+
+    def __str__(self) -> str:
+        return self.face if not self.caller else f"{self.face}:{self.caller}"
+
+
+LOCAL_FACE = "local"
+LOCAL_FACES = frozenset({"library", "cli", "chat"})
+
+
+@dataclass(frozen=True, slots=True)
+class StandingApproval:
+    """One remembered "always" answer: where, by whom, for what."""
+
+    project: str
+    face: str
+    caller: str
+    server: str
+    tool: str
+    granted_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as JSON-ready data (the ``mcpmux approvals list --json`` schema)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
 class Approvals:
-    """Answers remembered for a project ("always for this tool", "always for this server")."""
+    """Answers remembered for a project ("always for this tool", "always for this server"), per scope."""
 
     def __init__(self, store: StateStore, project: Path | str | None = None) -> None:
         self._store = store
         self.project = str(Path(project or Path.cwd()).resolve())
 
-    def remembered(self, server: str, tool: str) -> bool:
-        """Whether a standing approval covers ``server``'s ``tool`` in this project."""
+    def remembered(self, server: str, tool: str, scope: ApprovalScope) -> bool:
+        """Whether a standing approval given in ``scope`` covers ``server``'s ``tool`` in this project."""
         with self._store.read() as db:
             row = db.execute(
-                "SELECT 1 FROM approvals WHERE project=? AND server=? AND tool IN (?, ?)",
-                (self.project, server, tool, ANY_TOOL),
+                "SELECT 1 FROM approvals WHERE project=? AND face=? AND caller=? AND server=? AND tool IN (?, ?)",
+                (self.project, scope.face, scope.caller, server, tool, ANY_TOOL),
             ).fetchone()
         return row is not None
 
-    def remember(self, server: str, tool: str | None) -> None:
-        """Approve ``server``'s ``tool`` (every tool of it when ``None``) from now on, in this project."""
+    def remember(self, server: str, tool: str | None, scope: ApprovalScope) -> None:
+        """Approve ``server``'s ``tool`` (every tool of it when ``None``) from now on, for ``scope`` in this project."""
         with self._store.write() as db:
             db.execute(
-                "INSERT OR REPLACE INTO approvals (project, server, tool, granted_at) VALUES (?,?,?,?)",
-                (self.project, server, tool or ANY_TOOL, time.time()),
+                "INSERT OR REPLACE INTO approvals (project, face, caller, server, tool, granted_at)"
+                " VALUES (?,?,?,?,?,?)",
+                (self.project, scope.face, scope.caller, server, tool or ANY_TOOL, time.time()),
             )
 
-    def forget(self, server: str | None = None) -> int:
-        """Drop standing approvals of this project (of ``server`` only if given); return how many."""
+    def standing(self, *, every_project: bool = False) -> list[StandingApproval]:
+        """The remembered approvals of this project (of every project if asked), oldest first."""
+        where, params = ("", ()) if every_project else (" WHERE project=?", (self.project,))
+        with self._store.read() as db:
+            rows = db.execute(
+                "SELECT project, face, caller, server, tool, granted_at FROM approvals"
+                f"{where} ORDER BY granted_at, server, tool",
+                params,
+            ).fetchall()
+        return [StandingApproval(*row) for row in rows]
+
+    def forget(
+        self, server: str | None = None, tool: str | None = None, *, face: str | None = None, caller: str | None = None
+    ) -> int:
+        """Drop standing approvals of this project, narrowed by what is given; return how many.
+
+        ``tool`` matches the remembered tool exactly (``*`` is "every tool of the server").
+        """
+        where, params = ["project=?"], [self.project]
+        for column, value in (("server", server), ("tool", tool), ("face", face), ("caller", caller)):
+            if value is not None:
+                where.append(f"{column}=?")
+                params.append(value)
         with self._store.write() as db:
-            if server is None:
-                cursor = db.execute("DELETE FROM approvals WHERE project=?", (self.project,))
-            else:
-                cursor = db.execute("DELETE FROM approvals WHERE project=? AND server=?", (self.project, server))
+            cursor = db.execute(f"DELETE FROM approvals WHERE {' AND '.join(where)}", params)
         return cursor.rowcount

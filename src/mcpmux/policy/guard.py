@@ -13,7 +13,8 @@ reaches its server, and every attempt, refused or not, leaves an audit row.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,9 +24,9 @@ import mcp_types as types
 
 from mcpmux.errors import ApprovalDenied, MCPMuxError, ToolDefinitionChanged, ToolDenied, ToolQuarantined
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
-from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, Approver
-from mcpmux.policy.audit import AuditLog
-from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash
+from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
+from mcpmux.policy.audit import AuditLog, argument_digest
+from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import suspect
 from mcpmux.policy.store import StateStore
@@ -39,9 +40,10 @@ Suspicion = Callable[[ToolInfo, Sequence[ToolInfo]], str | None]
 """Returns why a tool looks poisoned (a high-severity scanner finding), or ``None``."""
 
 HASH_CACHE_LIMIT = 8192
+# Names the narrow rule (this one tool), never the switch that turns every approval off.
 NO_APPROVER_HINT = (
-    "run the command in a terminal to answer the prompt, or allow the tool in the configuration: "
-    "security.approval_rules [{tools: NAME, action: allow}] or require_approval: false"
+    "run the command in a terminal to answer the prompt, or allow this one tool in the configuration: "
+    "security.approval_rules [{{tools: '{tool}', action: allow}}]"
 )
 
 
@@ -54,6 +56,16 @@ class Exposure:
     kind: str
     reason: str
     verdict: PinVerdict | None = None
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A call on its way to a server, for the approval questions that server may ask back."""
+
+    tool: ToolInfo
+    arguments: dict[str, Any]
+    scope: ApprovalScope
+    approved: bool
 
 
 class Guard:
@@ -83,12 +95,14 @@ class Guard:
         self.manager, self.face, self.approver = manager, face, approver
         self.store = store or StateStore()
         self.rules = Rules(config.security, {s.name: s for s in config.servers})
-        self.pins = PinBook(self.store, config.security.pinning)
-        self.audit = AuditLog(self.store, config.secret_values)
         self.approvals = Approvals(self.store, project)
+        identities = {s.name: server_identity(s, self.approvals.project) for s in config.servers}
+        self.pins = PinBook(self.store, config.security.pinning, identities)
+        self.audit = AuditLog(self.store, config.secret_values)
         self._suspicion = suspicion
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
         self._hashes: dict[int, tuple[ToolInfo, str]] = {}
+        self._in_flight: dict[str, list[_InFlight]] = {}
 
     # -- what may be seen --------------------------------------------------------------------
 
@@ -158,10 +172,15 @@ class Guard:
         arguments: Mapping[str, Any] | None = None,
         *,
         caller: str | None = None,
+        answered_by: str | None = None,
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Call ``name`` if the policy allows it (asking when it says so), and audit the attempt.
+
+        ``caller`` is who calls (for the audit log); ``answered_by`` who answers its approval
+        questions (``caller`` if not given): on faces other than the local ones, "always" answers
+        are remembered for that identity alone (:class:`~mcpmux.policy.approval.ApprovalScope`).
 
         Raises:
             ToolNotFound: no such tool.
@@ -172,12 +191,63 @@ class Guard:
         """
         args = dict(arguments or {})
         tool = self.manager.resolve_tool(name)
-        decision = await self._decide(tool, args, caller)
-        return await self._run(tool, args, caller, decision, self.manager.call_tool(
-            name, args, timeout=timeout, on_progress=on_progress
-        ))  # fmt: skip
+        decision = await self._decide(tool, args, caller, answered_by)
+        scope = ApprovalScope.of(self.face, answered_by or caller)
+        with self._calling(_InFlight(tool, args, scope, decision.by_person)):
+            return await self._run(tool, args, caller, decision, self.manager.call_tool(
+                name, args, timeout=timeout, on_progress=on_progress
+            ))  # fmt: skip
 
-    async def _decide(self, tool: ToolInfo, args: dict[str, Any], caller: str | None) -> Decision:
+    @contextmanager
+    def _calling(self, call: _InFlight) -> Iterator[None]:
+        # Cheap on the hot path: arguments are compared only when a server asks (answer_upstream_approval).
+        calls = self._in_flight.setdefault(call.tool.server, [])
+        calls.append(call)
+        try:
+            yield
+        finally:
+            calls.remove(call)
+            if not calls and self._in_flight.get(call.tool.server) is calls:
+                del self._in_flight[call.tool.server]
+
+    async def answer_upstream_approval(self, server: str, question: Mapping[str, Any]) -> Answer:
+        """Answer an upstream mcpmux's approval question about our call in flight on ``server``.
+
+        ``question`` is the :data:`~mcpmux.policy.chained.APPROVAL_META` of its elicitation. "yes"
+        if the person approved that call here already (or an "always" of theirs covers it), else
+        the approver is asked once, as for a call of ours; "no" when there is no such call or no
+        one to ask (see :mod:`mcpmux.policy.chained`).
+        """
+        arguments = dict(question.get("arguments") or {})
+        digest = argument_digest(arguments)
+        calls = [c for c in self._in_flight.get(server, ()) if argument_digest(c.arguments) == digest]
+        if not calls:
+            return Answer.NO
+        call = calls[-1]
+        if call.approved or self.approvals.remembered(server, call.tool.tool, call.scope):
+            return Answer.YES
+        if self.approver is None:
+            return Answer.NO
+        tool = call.tool
+        reason = f"{server} asks: {question.get('reason') or 'approval required'}"
+        request = ApprovalRequest(
+            tool.name, server, tool.tool, arguments, reason, tool.description, tool.annotations or {},
+            face=self.face, caller=call.scope.caller or None,
+        )  # fmt: skip
+        try:
+            answer = await self.approver(request)
+        except ApprovalDenied:
+            return Answer.NO
+        if answer is Answer.ALWAYS_TOOL:
+            self.approvals.remember(server, tool.tool, call.scope)
+        elif answer is Answer.ALWAYS_SERVER:
+            self.approvals.remember(server, None, call.scope)
+        call.approved = answer is not Answer.NO
+        return Answer.YES if call.approved else Answer.NO
+
+    async def _decide(
+        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, answered_by: str | None = None
+    ) -> Decision:
         decision = self.rules.call(tool, args)
         if decision.action == "deny":
             self._refused(tool, args, caller, "denied", decision.rule)
@@ -186,33 +256,43 @@ class Guard:
         if not exposure.exposed:
             self._refused(tool, args, caller, "quarantined", exposure.reason)
             pin = exposure.verdict.pin if exposure.verdict else None
+            approve_as = f"{tool.server}:{tool.tool}"
             if pin is not None and pin.pending_hash is not None:
-                raise ToolDefinitionChanged(tool.name, pin.diff())
-            raise ToolQuarantined(tool.name, exposure.reason)
+                raise ToolDefinitionChanged(tool.name, pin.diff(), approve_as=approve_as)
+            raise ToolQuarantined(tool.name, exposure.reason, approve_as=approve_as)
         if decision.action == "ask":
-            return await self._ask(tool, args, caller, decision)
+            return await self._ask(tool, args, caller, decision, ApprovalScope.of(self.face, answered_by or caller))
         return decision
 
-    async def _ask(self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision) -> Decision:
-        if self.approvals.remembered(tool.server, tool.tool):
-            return Decision("allow", f"remembered approval ({decision.rule})")
+    async def _ask(
+        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision, scope: ApprovalScope
+    ) -> Decision:
+        if self.approvals.remembered(tool.server, tool.tool, scope):
+            return Decision("allow", f"remembered approval of {scope} ({decision.rule})", by_person=True)
         if self.approver is None:
             self._refused(tool, args, caller, "denied", f"{decision.rule}: no one to ask")
             raise ApprovalDenied(
-                tool.name, f"{decision.rule} requires approval and no one can be asked", hint=NO_APPROVER_HINT
+                tool.name,
+                f"{decision.rule} requires approval and no one can be asked",
+                hint=NO_APPROVER_HINT.format(tool=tool.name),
             )
         request = ApprovalRequest(
-            tool.name, tool.server, tool.tool, args, decision.rule, tool.description, tool.annotations or {}
-        )
-        answer = await self.approver(request)
+            tool.name, tool.server, tool.tool, args, decision.rule, tool.description, tool.annotations or {},
+            face=self.face, caller=scope.caller or caller,
+        )  # fmt: skip
+        try:
+            answer = await self.approver(request)
+        except ApprovalDenied as exc:  # the approver refused to ask (this caller may not approve)
+            self._refused(tool, args, caller, "denied", f"{decision.rule}: {exc.reason}")
+            raise
         if answer is Answer.NO:
             self._refused(tool, args, caller, "denied", f"{decision.rule}: declined")
             raise ApprovalDenied(tool.name, "declined")
         if answer is Answer.ALWAYS_TOOL:
-            self.approvals.remember(tool.server, tool.tool)
+            self.approvals.remember(tool.server, tool.tool, scope)
         elif answer is Answer.ALWAYS_SERVER:
-            self.approvals.remember(tool.server, None)
-        return Decision("ask", f"{decision.rule}: approved ({answer.value})")
+            self.approvals.remember(tool.server, None, scope)
+        return Decision("ask", f"{decision.rule}: approved ({answer.value})", by_person=True)
 
     async def _run(
         self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision, call: Any
@@ -245,17 +325,23 @@ class Guard:
             decision=decision, rule=rule, duration_ms=None, outcome="refused",
         )  # fmt: skip
 
-    async def read_resource(self, server: str, uri: str, *, caller: str | None = None) -> types.ReadResourceResult:
+    async def read_resource(
+        self, server: str, uri: str, *, caller: str | None = None, answered_by: str | None = None
+    ) -> types.ReadResourceResult:
         """Read ``uri`` from ``server`` under the rules of its ``server:read_resource`` tool, audited."""
         namespace = self.manager.supervisor(server).config.namespace
-        result = await self.call_tool(
-            f"{namespace}:read_resource" if namespace else "read_resource", {"uri": uri}, caller=caller
-        )
+        name = f"{namespace}:read_resource" if namespace else "read_resource"
+        result = await self.call_tool(name, {"uri": uri}, caller=caller, answered_by=answered_by)
         contents = [b.resource for b in result.content if isinstance(b, types.EmbeddedResource)]
         return types.ReadResourceResult(contents=contents)
 
     async def get_prompt(
-        self, name: str, arguments: dict[str, str] | None = None, *, caller: str | None = None
+        self,
+        name: str,
+        arguments: dict[str, str] | None = None,
+        *,
+        caller: str | None = None,
+        answered_by: str | None = None,
     ) -> types.GetPromptResult:
         """Render a prompt; prompts are not tools, so only allow/deny of ``server:get_prompt`` applies."""
         prompt = self.manager.registry.resolve_prompt(name)
@@ -263,5 +349,5 @@ class Guard:
         synthetic = f"{namespace}:get_prompt" if namespace else "get_prompt"
         tool = next((t for t in self.manager.tools(prompt.server) if t.name == synthetic), None)
         if tool is not None:
-            await self._decide(tool, {"name": prompt.prompt, "arguments": arguments or {}}, caller)
+            await self._decide(tool, {"name": prompt.prompt, "arguments": arguments or {}}, caller, answered_by)
         return await self.manager.get_prompt(name, arguments)

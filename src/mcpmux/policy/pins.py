@@ -5,6 +5,12 @@ name, description, inputSchema, outputSchema and annotations (title too), so key
 whitespace never change it while any change of meaning does. Pins are per server and tool: a pin
 for ``a:read`` never authorises ``b:read``.
 
+A server is known by its identity (:func:`server_identity`: what runs or where it is, and the
+project), not by its name alone: another project's ``fs`` (another command, another directory) is
+another server with its own pins, never quarantined for differing from this one. Pins from before
+identities (schema version 1) are kept as legacy rows: the first time a server of that name is
+checked, each legacy pin is copied to its identity with its state (approved, or waiting).
+
 Modes (``security.pinning``): ``tofu`` pins a tool the first time it is seen; ``strict`` exposes no
 tool until approved (``mcpmux approve``); ``off`` pins nothing.
 """
@@ -15,14 +21,16 @@ import difflib
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
+from mcpmux.config.models import ServerConfig
 from mcpmux.manager.models import ToolInfo
-from mcpmux.policy.store import StateStore
+from mcpmux.policy.store import LEGACY_IDENTITY, StateStore
 
-__all__ = ["Pin", "PinBook", "PinVerdict", "canonical_definition", "definition_hash"]
+__all__ = ["Pin", "PinBook", "PinVerdict", "canonical_definition", "definition_hash", "server_identity"]
 
 PinningMode = Literal["off", "tofu", "strict"]
 _PINNED_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
@@ -45,6 +53,23 @@ def _canonical_json(definition: dict[str, Any]) -> str:
     return json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def server_identity(server: ServerConfig, project: Path | str) -> str:
+    """Who a server is, for its pins: a digest of its type, what runs or where it is, and the project.
+
+    The fields that say which program or endpoint answers (``command``, ``args``, ``cwd``, ``url``,
+    a built-in's kind and root), never its name, environment or headers (secrets stay out).
+    """
+    fields: dict[str, object] = {"type": server.type, "project": str(project)}
+    for name in ("command", "args", "cwd", "url", "root", "database"):
+        value = getattr(server, name, None)
+        if value is not None:
+            fields[name] = value if isinstance(value, str | tuple) else str(value)
+    if server.type == "builtin":
+        fields["kind"] = getattr(server, "kind", server.name)
+    text = json.dumps(fields, sort_keys=True, default=list)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
 def definition_hash(tool: ToolInfo) -> str:
     """SHA-256 (hex) of the canonical JSON of the tool's definition."""
     return hashlib.sha256(_canonical_json(canonical_definition(tool)).encode("utf-8")).hexdigest()
@@ -63,6 +88,11 @@ class Pin:
     pending_hash: str | None
     pending_definition: dict[str, Any] | None
     pending_reason: str | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(server, tool)``."""
+        return self.server, self.tool
 
     def diff(self) -> str:
         """A unified diff from the pinned to the pending definition (empty if nothing is pending)."""
@@ -84,10 +114,22 @@ class PinVerdict:
 
 
 class PinBook:
-    """The pins of every server, in the state database."""
+    """The pins of every server, in the state database.
 
-    def __init__(self, store: StateStore, mode: PinningMode) -> None:
+    Args:
+        store: the state database.
+        mode: ``security.pinning``.
+        identities: each configured server's :func:`server_identity`; a server not in it is keyed
+            by its name alone (the legacy identity).
+    """
+
+    def __init__(self, store: StateStore, mode: PinningMode, identities: Mapping[str, str] | None = None) -> None:
         self._store, self.mode = store, mode
+        self._identities = dict(identities or {})
+
+    def identity(self, server: str) -> str:
+        """The identity ``server``'s pins are kept under."""
+        return self._identities.get(server, LEGACY_IDENTITY)
 
     def check(self, tool: ToolInfo, *, suspicion: Callable[[], str | None] | None = None) -> PinVerdict:
         """Pin ``tool`` on first sight (tofu), compare it with its pin, and say if it may be exposed.
@@ -99,7 +141,7 @@ class PinBook:
         if self.mode == "off" or tool.synthetic:
             return PinVerdict(True, "pinning is off" if self.mode == "off" else "made by mcpmux", None)
         digest, definition = definition_hash(tool), canonical_definition(tool)
-        pin = self.get(tool.server, tool.tool)
+        pin = self.get(tool.server, tool.tool) or self._adopt_legacy(tool.server, tool.tool)
         if pin is None:
             suspicious = suspicion() if suspicion is not None else None
             approved = self.mode == "tofu" and suspicious is None
@@ -123,34 +165,65 @@ class PinBook:
                 definition = pin.pending_definition or pin.definition
                 db.execute(
                     "UPDATE pins SET hash=?, definition=?, approved=1, pinned_at=?, pending_hash=NULL,"
-                    " pending_definition=NULL, pending_reason=NULL WHERE server=? AND tool=?",
-                    (new_hash, _canonical_json(definition), time.time(), pin.server, pin.tool),
+                    " pending_definition=NULL, pending_reason=NULL WHERE identity=? AND server=? AND tool=?",
+                    (
+                        new_hash,
+                        _canonical_json(definition),
+                        time.time(),
+                        self.identity(pin.server),
+                        pin.server,
+                        pin.tool,
+                    ),
                 )
         return pending
 
     def get(self, server: str, tool: str) -> Pin | None:
         """The pin of ``server``'s ``tool``, if any."""
+        return self._get(self.identity(server), server, tool)
+
+    def _get(self, identity: str, server: str, tool: str) -> Pin | None:
         with self._store.read() as db:
-            row = db.execute(f"SELECT {_COLUMNS} FROM pins WHERE server=? AND tool=?", (server, tool)).fetchone()
+            row = db.execute(
+                f"SELECT {_COLUMNS} FROM pins WHERE identity=? AND server=? AND tool=?", (identity, server, tool)
+            ).fetchone()
         return _pin(row) if row else None
 
+    def _adopt_legacy(self, server: str, tool: str) -> Pin | None:
+        identity = self.identity(server)
+        if identity == LEGACY_IDENTITY or self._get(LEGACY_IDENTITY, server, tool) is None:
+            return None
+        with self._store.write() as db:
+            db.execute(
+                f"INSERT OR IGNORE INTO pins (identity, {_COLUMNS}) SELECT ?, {_COLUMNS} FROM pins"
+                " WHERE identity=? AND server=? AND tool=?",
+                (identity, LEGACY_IDENTITY, server, tool),
+            )
+        return self._get(identity, server, tool)
+
     def pins(self, server: str | None = None) -> list[Pin]:
-        """Every pin (of ``server`` if given), sorted by server and tool."""
+        """The pins of the configured servers' identities (of ``server`` if given), sorted by server and tool."""
+        names = [server] if server is not None else sorted(self._identities) or None
         with self._store.read() as db:
-            if server is None:
-                rows = db.execute(f"SELECT {_COLUMNS} FROM pins ORDER BY server, tool").fetchall()
+            if names is None:
+                rows = db.execute(f"SELECT {_COLUMNS} FROM pins WHERE identity=? ORDER BY server, tool", ("",))
             else:
-                rows = db.execute(f"SELECT {_COLUMNS} FROM pins WHERE server=? ORDER BY tool", (server,)).fetchall()
-        return [_pin(r) for r in rows]
+                rows = db.execute(
+                    f"SELECT {_COLUMNS} FROM pins WHERE ({' OR '.join(['(identity=? AND server=?)'] * len(names))})"
+                    " ORDER BY server, tool",
+                    [value for name in names for value in (self.identity(name), name)],
+                )
+            return [_pin(r) for r in rows.fetchall()]
 
     def _insert(
         self, tool: ToolInfo, digest: str, definition: dict[str, Any], approved: bool, reason: str | None
     ) -> Pin:
-        row = (tool.server, tool.tool, digest, _canonical_json(definition), int(approved), time.time(), reason)
+        identity = self.identity(tool.server)
+        definition_json = _canonical_json(definition)
+        row = (identity, tool.server, tool.tool, digest, definition_json, int(approved), time.time(), reason)
         with self._store.write() as db:
             db.execute(
-                "INSERT OR IGNORE INTO pins (server, tool, hash, definition, approved, pinned_at, pending_reason)"
-                " VALUES (?,?,?,?,?,?,?)",
+                "INSERT OR IGNORE INTO pins (identity, server, tool, hash, definition, approved, pinned_at,"
+                " pending_reason) VALUES (?,?,?,?,?,?,?,?)",
                 row,
             )
         pin = self.get(tool.server, tool.tool)
@@ -160,8 +233,9 @@ class PinBook:
     def _set_pending(self, pin: Pin, digest: str, definition: dict[str, Any], reason: str) -> Pin:
         with self._store.write() as db:
             db.execute(
-                "UPDATE pins SET pending_hash=?, pending_definition=?, pending_reason=? WHERE server=? AND tool=?",
-                (digest, _canonical_json(definition), reason, pin.server, pin.tool),
+                "UPDATE pins SET pending_hash=?, pending_definition=?, pending_reason=?"
+                " WHERE identity=? AND server=? AND tool=?",
+                (digest, _canonical_json(definition), reason, self.identity(pin.server), pin.server, pin.tool),
             )
         updated = self.get(pin.server, pin.tool)
         assert updated is not None

@@ -29,6 +29,7 @@ class Decision:
 
     action: Action
     rule: str
+    by_person: bool = False  # a person approved it (asked now, or a remembered "always")
 
 
 class Rules:
