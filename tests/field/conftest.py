@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import pytest
 
 from tests.field.faces import FaceResult, run_faces
 from tests.field.processes import FIELD_MARKER, postgres_cluster, start_listener, web_page
-from tests.field.servers import FACES, FIELD_SERVERS, FieldServer, Site
+from tests.field.servers import FACES, FIELD_SERVERS, FieldServer, Site, field_venv_bin
 from tests.peers.fixtures import make_git_repo, stop_process_group
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -40,9 +41,17 @@ def field_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     data = root / "data"
     data.mkdir()
     (data / "notes.txt").write_text(f"{FIELD_MARKER}\n", encoding="utf-8")
+    _make_workbook(data / "field.xlsx")
     repo = make_git_repo(root / "repo")
     with web_page() as url, postgres_cluster() as dsn:
         yield Site(data=data, repo=repo, postgres_dsn=dsn, web_url=url)
+
+
+def _make_workbook(path: Path) -> None:
+    # openpyxl lives in the SDK 2 field venv (excel-mcp-server's dependency), not in mcpmux's.
+    script = "import openpyxl, sys; b = openpyxl.Workbook(); s = b.active; s.title = 'Field'; "
+    script += f"s['A1'] = {FIELD_MARKER!r}; b.save(sys.argv[1])"
+    subprocess.run([field_venv_bin(2, "python"), "-c", script, str(path)], check=True, capture_output=True, timeout=60)
 
 
 def _entry(server: FieldServer, site: Site, work: Path, url: str | None) -> dict[str, Any]:

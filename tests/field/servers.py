@@ -24,6 +24,7 @@ __all__ = [
     "FACES",
     "FIELD_SERVERS",
     "KNOWN_ITEM_1",
+    "NEW_RUN_ROOTS",
     "FieldServer",
     "Probe",
     "Site",
@@ -39,6 +40,12 @@ KNOWN_ITEM_1 = (
     "issue 14 item 1: a server advertising resources that answers resources/templates/list with -32601 "
     "is degraded/failed with 0 tools"
 )
+# Found by this suite (not in issue 14): the agent loop answers roots/list with the current directory
+# only, and server-filesystem (per the roots spec) replaces its configured directories with the roots.
+NEW_RUN_ROOTS = (
+    "field finding: `mcpmux run` advertises only the cwd as root, so server-filesystem loses the "
+    "directories its config grants (call/serve reach them, the agent loop gets 'Access denied')"
+)
 _ITEM_1: dict[str, str] = dict.fromkeys(FACES, KNOWN_ITEM_1)
 
 
@@ -47,7 +54,8 @@ class Site:
     """What the servers of one session work on (all under the session's temporary directory).
 
     Attributes:
-        data: a directory with ``notes.txt`` (``FIELD_MARKER`` inside); filesystem, excel and word read it.
+        data: a directory with ``notes.txt`` and ``field.xlsx`` (``FIELD_MARKER`` in both, the workbook's
+            cell Field!A1); filesystem, excel and word read it.
         repo: a git repository with one commit, for mcp-server-git.
         postgres_dsn: a throwaway PostgreSQL cluster on 127.0.0.1 (empty when not started).
         web_url: a page on a loopback HTTP server whose text contains ``FIELD_MARKER``, for mcp-server-fetch.
@@ -180,7 +188,8 @@ FIELD_SERVERS: tuple[FieldServer, ...] = (
             npm_entry("@modelcontextprotocol/server-filesystem/dist/index.js"),
             str(site.data),
         ],
-        Probe("list_directory", {"path": "."}, "notes.txt"),
+        Probe("list_directory", {"path": "DATA_DIR"}, "notes.txt"),
+        known={"run": NEW_RUN_ROOTS},
     ),
     FieldServer(
         "memory",
@@ -340,7 +349,7 @@ FIELD_SERVERS: tuple[FieldServer, ...] = (
         "Py 2.x",
         "stdio",
         lambda site, _work, _port: [field_venv_bin(2, "excel-mcp-server"), "stdio", "--allow-dir", str(site.data)],
-        Probe("list_workbooks", {}, "workbook"),
+        Probe("read_range", {"path": "field.xlsx", "sheet": "Field", "range": "A1"}, "field-marker-31"),
     ),
     FieldServer(
         "excel-http",
@@ -358,7 +367,7 @@ FIELD_SERVERS: tuple[FieldServer, ...] = (
             "--port",
             str(port),
         ],
-        Probe("list_workbooks", {}, "workbook"),
+        Probe("read_range", {"path": "field.xlsx", "sheet": "Field", "range": "A1"}, "field-marker-31"),
     ),
     FieldServer(
         "word",
