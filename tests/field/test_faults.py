@@ -1,7 +1,8 @@
 """Faults on real servers behind the real host: kill mid-call, stall (SIGSTOP), restart; stdio and HTTP.
 
 The host is ``mcpmux serve --stdio`` (a child process) with two upstreams: the victim,
-``@modelcontextprotocol/server-everything`` over stdio or Streamable HTTP, and a bystander
+``@modelcontextprotocol/server-everything`` (Node) over stdio or Streamable HTTP, or ``mcp-server-fetch``
+/ ``mcp-server-time`` (Python) over stdio, and a bystander
 (``mcp-hello-world`` over stdio). An SDK ``ClientSession`` drives the host. In every case the host
 must survive, the failed call must end with an error that names the server and says what happened,
 the bystander must keep answering, and the victim must answer again after it comes back (stdio: the
@@ -11,8 +12,10 @@ host restarts it; HTTP: the suite restarts it on the same port).
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import signal
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -25,9 +28,9 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from tests.field.faces import mcpmux_argv, result_text, write_config
-from tests.field.processes import Listener, start_listener
-from tests.field.servers import npm_entry
-from tests.peers.fixtures import everything_js, node22, stop_process_group
+from tests.field.processes import FIELD_MARKER, Listener, start_listener
+from tests.field.servers import field_venv_bin, npm_entry
+from tests.peers.fixtures import everything_js, node22, peers_dir, stop_process_group
 
 pytestmark = [pytest.mark.field, pytest.mark.subprocess, pytest.mark.network, pytest.mark.timeout(300)]
 
@@ -80,12 +83,12 @@ async def _host(config: Path, tmp_path: Path) -> AsyncIterator[tuple[ClientSessi
             yield session, host
 
 
-def _stdio_victim_process(host: psutil.Process) -> psutil.Process:
+def _stdio_victim_process(host: psutil.Process, marker: str = "server-everything") -> psutil.Process:
     for child in host.children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if "server-everything" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
+            if marker in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
                 return child
-    raise AssertionError("the host runs no server-everything child")
+    raise AssertionError(f"the host runs no {marker} child")
 
 
 async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
@@ -204,13 +207,111 @@ def test_a_stalled_server_times_out_clearly_and_answers_again_once_resumed(
         anyio.run(scenario, {"type": "http", "url": http[0].url}, http[0].process.pid)
 
 
-def _signals(pgid: int | None, host: psutil.Process) -> tuple[Any, Any]:
+def _signals(pgid: int | None, host: psutil.Process, marker: str = "server-everything") -> tuple[Any, Any]:
     if pgid is not None:
         return (lambda: os.killpg(pgid, signal.SIGSTOP)), (lambda: os.killpg(pgid, signal.SIGCONT))
-    victim = _stdio_victim_process(host)
+    victim = _stdio_victim_process(host, marker)
     return (lambda: victim.send_signal(signal.SIGSTOP)), (lambda: _resume(victim))
 
 
 def _resume(process: psutil.Process) -> None:
     with contextlib.suppress(psutil.NoSuchProcess):
         process.send_signal(signal.SIGCONT)
+
+
+# --- Python servers (SDK 2.x) over stdio: mcp-server-fetch held mid-call by a page that never ends, and
+# mcp-server-time stopped with SIGSTOP.
+
+
+class _SlowPage(http.server.BaseHTTPRequestHandler):
+    hit = threading.Event()
+    release = threading.Event()
+
+    def do_GET(self) -> None:
+        if self.path == "/slow.html":
+            type(self).hit.set()
+            type(self).release.wait(STEP_TIMEOUT_S)
+        body = f"<html><body><p>{FIELD_MARKER}</p></body></html>".encode()
+        self.send_response(200 if self.path in ("/slow.html", "/page.html") else 404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@contextlib.contextmanager
+def _slow_site() -> Iterator[str]:
+    _SlowPage.hit.clear()
+    _SlowPage.release.clear()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowPage)
+    thread = threading.Thread(target=server.serve_forever, name="field-slow-page", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        _SlowPage.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _python_victim(script: str, *args: str) -> dict[str, Any]:
+    no_proxy = {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    return {"type": "stdio", "command": script, "args": list(args), "env": no_proxy}
+
+
+def test_killing_a_python_server_mid_call_fails_that_call_clearly_and_the_host_restarts_it(tmp_path: Path) -> None:
+    async def scenario(site: str) -> None:
+        fetch = _python_victim(field_venv_bin(2, "mcp-server-fetch"), "--allow-private-ips")
+        config = _config(tmp_path, fetch)
+        with anyio.fail_after(STEP_TIMEOUT_S * 3):
+            async with _host(config, tmp_path) as (session, host):
+                outcome: list[tuple[bool, str]] = []
+
+                async def long_call() -> None:
+                    outcome.append(await _call(session, "victim__fetch", {"url": f"{site}/slow.html"}))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(long_call)
+                    assert await anyio.to_thread.run_sync(_SlowPage.hit.wait, STEP_TIMEOUT_S), "fetch never came"
+                    victim = _stdio_victim_process(host, "mcp-server-fetch")
+                    victim.send_signal(signal.SIGKILL)
+                ok, text = outcome[0]
+                assert not ok, f"the call survived the kill: {text}"
+                _assert_clear(text, "killed", "exit", "closed", "crash", "unavailable")
+                assert host.is_running(), "the host died with its upstream"
+                await _assert_bystander_answers(session)
+                ok, text = await _call(session, "victim__fetch", {"url": f"{site}/page.html"})
+                assert ok and FIELD_MARKER in text, f"the victim did not answer after the kill: {text}"
+                assert _stdio_victim_process(host, "mcp-server-fetch").pid != victim.pid
+
+    with _slow_site() as site:
+        anyio.run(scenario, site)
+
+
+def test_a_stalled_python_server_times_out_clearly_and_answers_again_once_resumed(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        time_server = _python_victim(str(peers_dir() / ".venv" / "bin" / "mcp-server-time"), "--local-timezone", "UTC")
+        config = _config(tmp_path, time_server)
+        arguments = {"timezone": "UTC"}
+        with anyio.fail_after(STEP_TIMEOUT_S * 3):
+            async with _host(config, tmp_path) as (session, host):
+                ok, text = await _call(session, "victim__get_current_time", arguments)
+                assert ok, text
+                stop, resume = _signals(None, host, "mcp-server-time")
+                stop()
+                try:
+                    ok, text = await _call(session, "victim__get_current_time", arguments)
+                    assert not ok, f"a stopped server answered: {text}"
+                    _assert_clear(text, "timed out", "timeout", "deadline")
+                    assert host.is_running(), "the host died with its upstream"
+                    await _assert_bystander_answers(session)
+                finally:
+                    resume()
+                ok, text = await _call(session, "victim__get_current_time", arguments)
+                assert ok and "UTC" in text, f"the victim did not answer once resumed: {text}"
+
+    anyio.run(scenario)
