@@ -96,13 +96,14 @@ async def _run_all(servers: list[FieldServer], site: Site, root: Path) -> None:
 
 
 def _selected(session: pytest.Session) -> list[FieldServer]:
-    names = {item.callspec.params["server"].name for item in session.items if _is_face_case(item)}
+    names = {server.name for server in map(_case_server, session.items) if server is not None}
     return [server for server in FIELD_SERVERS if server.name in names]
 
 
-def _is_face_case(item: pytest.Item) -> bool:
+def _case_server(item: pytest.Item) -> FieldServer | None:
     callspec = getattr(item, "callspec", None)
-    return callspec is not None and isinstance(callspec.params.get("server"), FieldServer)
+    server = None if callspec is None else callspec.params.get("server")
+    return server if isinstance(server, FieldServer) else None
 
 
 @pytest.fixture(scope="session")
@@ -139,7 +140,7 @@ def _rows() -> list[dict[str, Any]]:
         results = _RESULTS.get(server.name)
         if results is None:
             continue
-        era = results["test"].era if results["test"].era else "?"
+        era = results["test"].era or "-"
         row: dict[str, Any] = {
             "server": server.name,
             "package": server.package,

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -166,7 +166,10 @@ async def _face_serve(server: FieldServer, config: Path, work: Path, site: Site)
 
 async def _face_run(server: FieldServer, config: Path, work: Path, site: Site) -> FaceResult:
     started = time.monotonic()
-    script = [Reply(tool_calls=[Call(server.provider_tool, probe_arguments(server, site))]), Reply("field done.")]
+    script: list[Reply | Callable[[dict[str, Any]], Reply]] = [
+        Reply(tool_calls=[Call(server.provider_tool, probe_arguments(server, site))]),
+        Reply("field done."),
+    ]
     with ScriptedLLM(script) as llm:
         argv = mcpmux_argv(config, "run", "--base-url", llm.base_url, "-m", "scripted", "--json", "field check")
         code, out, err = await _cli(argv, work)

@@ -116,7 +116,7 @@ async def _kill_mid_call(session: ClientSession, kill: Any) -> str:
     started = anyio.Event()
     outcome: list[tuple[bool, str]] = []
 
-    async def progress(_progress: float, _total: float | None, _message: str | None) -> None:
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
         started.set()
 
     async def long_call() -> None:
