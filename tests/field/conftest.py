@@ -21,8 +21,8 @@ import pytest
 
 from tests.field.faces import FaceResult, run_faces
 from tests.field.processes import FIELD_MARKER, postgres_cluster, start_listener, web_page
-from tests.field.servers import FACES, FIELD_SERVERS, FieldServer, Site, field_venv_bin
-from tests.peers.fixtures import make_git_repo, stop_process_group
+from tests.field.servers import FACES, FIELD_SERVERS, FieldServer, Site, field_venv_bin, stale_installs
+from tests.peers.fixtures import INSTALL_HINT, make_git_repo, stop_process_group
 
 _ROOT = Path(__file__).resolve().parents[2]
 _RESULTS: dict[str, dict[str, FaceResult]] = {}
@@ -37,6 +37,9 @@ FieldOutcome = Callable[[FieldServer], dict[str, FaceResult]]
 @pytest.fixture(scope="session")
 def field_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """The data every field server works on; PostgreSQL and the web page run for the whole session."""
+    stale = stale_installs()
+    if stale:
+        pytest.fail(f"field servers not installed or older than their pins: {', '.join(stale)}: {INSTALL_HINT}")
     root = tmp_path_factory.mktemp("field-site")
     data = root / "data"
     data.mkdir()
@@ -150,7 +153,7 @@ def _rows() -> list[dict[str, Any]]:
             "era": era,
             "faces": {face: _cell(server, face, results.get(face)) for face in FACES},
             "details": {face: results[face].to_json() for face in FACES},
-            "known": dict(server.known),
+            "known": {face: bug.reason for face, bug in server.known.items()},
         }
         rows.append(row)
     return rows

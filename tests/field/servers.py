@@ -8,11 +8,12 @@ PyPI servers in one venv per SDK generation) and run from its installed entry po
 A :class:`FieldServer` names the server, its registry package, language, SDK generation and
 transport, how to start it from a :class:`Site` (the session's scratch data: a git repository, a
 PostgreSQL cluster, a loopback web page), the harmless call every face makes, and the faces that
-fail because of a known mcpmux bug (``known``: face -> reason, turned into strict xfails).
+fail because of a known mcpmux bug (``known``: face -> :class:`KnownBug`, turned into strict xfails).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,27 +27,43 @@ __all__ = [
     "KNOWN_ITEM_1",
     "NEW_RUN_ROOTS",
     "FieldServer",
+    "KnownBug",
     "Probe",
     "Site",
     "field_venv_bin",
     "npm_entry",
     "probe_arguments",
+    "stale_installs",
 ]
 
 Face = Literal["test", "tools", "call", "serve", "run"]
 FACES: tuple[Face, ...] = ("test", "tools", "call", "serve", "run")
 
-KNOWN_ITEM_1 = (
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A known mcpmux bug: the xfail ``reason``, and a regex its failure ``signature`` must match.
+
+    A face marked with it that fails any other way is a real failure, not an expected one.
+    """
+
+    reason: str
+    signature: str
+
+
+KNOWN_ITEM_1 = KnownBug(
     "issue 14 item 1: a server advertising resources that answers resources/templates/list with -32601 "
-    "is degraded/failed with 0 tools"
+    "is degraded/failed with 0 tools",
+    r"resources/templates/list|^0 tools|among 0 tools|available: none",
 )
 # Found by this suite (not in issue 14): the agent loop answers roots/list with the current directory
 # only, and server-filesystem (per the roots spec) replaces its configured directories with the roots.
-NEW_RUN_ROOTS = (
+NEW_RUN_ROOTS = KnownBug(
     "field finding: `mcpmux run` advertises only the cwd as root, so server-filesystem loses the "
-    "directories its config grants (call/serve reach them, the agent loop gets 'Access denied')"
+    "directories its config grants (call/serve reach them, the agent loop gets 'Access denied')",
+    r"Access denied - path outside allowed directories",
 )
-_ITEM_1: dict[str, str] = dict.fromkeys(FACES, KNOWN_ITEM_1)
+_ITEM_1: dict[str, KnownBug] = dict.fromkeys(FACES, KNOWN_ITEM_1)
 
 
 @dataclass(frozen=True)
@@ -100,7 +117,7 @@ class FieldServer:
         argv: the command line (of the stdio server, or of the HTTP listener).
         probe: the harmless call.
         env: extra environment of the server.
-        known: face -> reason, for faces that fail because of a known mcpmux bug (strict xfail).
+        known: face -> :class:`KnownBug`, for faces that fail because of a known mcpmux bug (strict xfail).
     """
 
     name: str
@@ -111,7 +128,7 @@ class FieldServer:
     argv: Argv
     probe: Probe
     env: Env = _no_env
-    known: Mapping[str, str] = field(default_factory=dict)
+    known: Mapping[str, KnownBug] = field(default_factory=dict)
 
     @property
     def canonical_tool(self) -> str:
@@ -121,6 +138,42 @@ class FieldServer:
     def provider_tool(self) -> str:
         """The name an LLM or a downstream MCP client sees (``server__tool``)."""
         return f"{self.name}__{self.probe.tool}"
+
+
+def _stamp_matches(stamp: Path, kind: str, *inputs: Path) -> bool:
+    # The key scripts/install-peers writes: a kind word, then sha256 over the concatenated inputs.
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in inputs)).hexdigest()
+    try:
+        return stamp.read_text().split()[:2] == [kind, digest]
+    except FileNotFoundError:
+        return False
+
+
+def stale_installs() -> list[str]:
+    """The parts of the field suite's install that are missing or older than their pins (empty: all fine)."""
+    root = peers_dir()
+    # name -> (stamp, kind, inputs)
+    parts: dict[str, tuple[Path, str, tuple[Path, ...]]] = {
+        "npm servers (tests/peers/node_modules)": (
+            root / "node_modules" / ".install-peers.stamp",
+            "npm",
+            (root / "package.json", root / "package-lock.json"),
+        ),
+        "PyPI servers (tests/peers/.venv)": (
+            root / ".venv" / ".install-peers.stamp",
+            "pip",
+            (root / "requirements.txt",),
+        ),
+    }
+    for generation in (1, 2):
+        venv = root / f".venv-field-sdk{generation}"
+        requirements = root / "field" / f"requirements-sdk{generation}.txt"
+        parts[f"PyPI SDK {generation}.x servers (tests/peers/{venv.name})"] = (
+            venv / ".install-peers.stamp",
+            "pip",
+            (requirements,),
+        )
+    return [name for name, (stamp, kind, inputs) in parts.items() if not _stamp_matches(stamp, kind, *inputs)]
 
 
 def npm_entry(relative: str) -> str:
