@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,7 +29,6 @@ from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 __all__ = ["FACE_TIMEOUT_S", "FaceResult", "mcpmux_argv", "result_text", "run_faces", "write_config"]
 
 FACE_TIMEOUT_S = 150.0
-CALL_TIMEOUT_S = 60.0
 _DETAIL_CHARS = 600
 
 
@@ -73,14 +73,12 @@ async def _cli(argv: list[str], cwd: Path) -> tuple[int, str, str]:
         argv, cwd=cwd, env=dict(os.environ), stdin=subprocess.DEVNULL, start_new_session=True
     )
     try:
-        async with process:
+        async with process:  # on cancellation (the face's deadline) anyio kills and reaps the leader
             stdout, stderr = await _communicate(process)
             return await process.wait(), stdout, stderr
     finally:
-        if process.returncode is None:
-            _kill_group(process.pid)
-            with anyio.CancelScope(shield=True):
-                await process.wait()
+        # Whatever the leader left in its group (a server it started) goes too.
+        _kill_group(process.pid)
 
 
 async def _communicate(process: anyio.abc.Process) -> tuple[str, str]:
@@ -98,8 +96,6 @@ async def _communicate(process: anyio.abc.Process) -> tuple[str, str]:
 
 
 def _kill_group(pid: int) -> None:
-    import signal
-
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
