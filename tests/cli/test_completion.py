@@ -77,3 +77,14 @@ def test_a_broken_config_completes_nothing(project: Path) -> None:
     with click.Context(cli) as ctx:
         assert complete_servers(ctx, click.Argument(["name"]), "") == []
         assert complete_tools(ctx, click.Argument(["name"]), "") == []
+
+
+def test_the_colon_aware_bash_script_is_clicks_plus_the_line_and_cursor() -> None:
+    # click's template is private: this fails when click changes it, so ours can follow.
+    from click import shell_completion
+
+    from mcpmux.cli import completion
+
+    added = 'COMP_LINE="$COMP_LINE" COMP_POINT=$COMP_POINT COMP_WORDBREAKS="$COMP_WORDBREAKS" '
+    ours = completion._SOURCE_BASH.replace(added, "")
+    assert ours == shell_completion._SOURCE_BASH
