@@ -24,7 +24,6 @@ from tests.peers.fixtures import node22, peers_dir
 __all__ = [
     "FACES",
     "FIELD_SERVERS",
-    "KNOWN_ITEM_1",
     "NEW_RUN_ROOTS",
     "FieldServer",
     "KnownBug",
@@ -51,11 +50,6 @@ class KnownBug:
     signature: str
 
 
-KNOWN_ITEM_1 = KnownBug(
-    "issue 14 item 1: a server advertising resources that answers resources/templates/list with -32601 "
-    "is degraded/failed with 0 tools",
-    r"resources/templates/list|^0 tools|among 0 tools|available: none",
-)
 # Found by this suite (not in issue 14): the agent loop answers roots/list with the current directory
 # only, and server-filesystem (per the roots spec) replaces its configured directories with the roots.
 NEW_RUN_ROOTS = KnownBug(
@@ -63,7 +57,6 @@ NEW_RUN_ROOTS = KnownBug(
     "directories its config grants (call/serve reach them, the agent loop gets 'Access denied')",
     r"Access denied - path outside allowed directories",
 )
-_ITEM_1: dict[str, KnownBug] = dict.fromkeys(FACES, KNOWN_ITEM_1)
 
 
 @dataclass(frozen=True)
@@ -288,7 +281,6 @@ FIELD_SERVERS: tuple[FieldServer, ...] = (
             site.postgres_dsn,
         ],
         Probe("query", {"sql": "SELECT 40 + 2 AS field_answer"}, "42"),
-        known=_ITEM_1,
     ),
     # --- Node, TypeScript SDK 2.x (the MCP Apps examples and the mcp-proxy bridge) ---------------------
     FieldServer(
@@ -440,7 +432,6 @@ FIELD_SERVERS: tuple[FieldServer, ...] = (
         "stdio",
         lambda _site, work, _port: [field_venv_bin(1, "mcp-server-sqlite"), "--db-path", str(work / "field.db")],
         Probe("read_query", {"query": "SELECT 40 + 2 AS field_answer"}, "42"),
-        known=_ITEM_1,
     ),
     FieldServer(
         "duckdb",
@@ -450,7 +441,6 @@ FIELD_SERVERS: tuple[FieldServer, ...] = (
         "stdio",
         lambda _site, work, _port: [field_venv_bin(1, "mcp-server-duckdb"), "--db-path", str(work / "field.duckdb")],
         Probe("query", {"query": "SELECT 40 + 2 AS field_answer"}, "42"),
-        known=_ITEM_1,
     ),
     FieldServer(
         "proxy-py",
@@ -470,7 +460,6 @@ FIELD_SERVERS: tuple[FieldServer, ...] = (
             str(work / "proxied.duckdb"),
         ],
         Probe("query", {"query": "SELECT 40 + 2 AS field_answer"}, "42"),
-        known=_ITEM_1,
     ),
 )
 

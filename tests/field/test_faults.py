@@ -40,7 +40,6 @@ STALL_TIMEOUT_MS = 6000  # the victim's call timeout where a stall must time out
 KILL_TIMEOUT_MS = 60000  # elsewhere: a restart on a loaded machine may take many seconds
 RECOVERY_DEADLINE_S = 120.0
 _LONG = "victim__trigger-long-running-operation"
-_ITEM_2 = "issue 14 item 2: Streamable HTTP upstream death crashes the host / no re-initialize after restart"
 
 
 def _everything_http(port: int) -> list[str]:
@@ -170,7 +169,7 @@ async def _kill_mid_call(session: ClientSession, kill: Any) -> str:
 
 @pytest.mark.parametrize(
     "transport",
-    ["stdio", pytest.param("http", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=_ITEM_2))],
+    ["stdio", "http"],
 )
 def test_killing_a_server_mid_call_fails_that_call_clearly_and_the_host_recovers(
     transport: Transport, tmp_path: Path

@@ -33,7 +33,6 @@ from tests.field.servers import field_venv_bin
 pytestmark = [pytest.mark.field, pytest.mark.subprocess, pytest.mark.network]
 
 CALL_TIMEOUT_S = 120
-_ITEM_3 = "issue 14 item 3: the child environment drops SSL_CERT_FILE/SSL_CERT_DIR and the proxy variables"
 
 
 def _name(common_name: str) -> x509.Name:
@@ -129,7 +128,6 @@ def test_a_server_given_the_ca_bundle_in_its_env_fetches_the_private_https_page(
     assert FIELD_MARKER in done.stdout, done.stdout[-800:]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_ITEM_3)
 def test_a_server_inherits_the_ca_bundle_set_for_mcpmux(tmp_path: Path) -> None:
     done = _fetch_through_mcpmux(tmp_path, {"NO_PROXY": "127.0.0.1"})
     # mcp-server-fetch reports a failed verification as a "connection issue" (the control test above

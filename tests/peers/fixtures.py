@@ -72,7 +72,7 @@ _PORT_ATTEMPTS = 3
 _PEERS_DIR = Path(__file__).resolve().parent
 _MODULES = _PEERS_DIR / "node_modules"
 _VENV_BIN = _PEERS_DIR / ".venv" / "bin"
-_SQLITE_VENV = _PEERS_DIR / ".venv-sqlite"
+_SQLITE_VENV = _PEERS_DIR / ".venv-field-sdk1"  # the field suite's SDK 1.x servers
 _PRELOAD = _PEERS_DIR / "listen-loopback.cjs"
 
 EverythingTransport = Literal["streamableHttp", "sse"]
@@ -185,19 +185,20 @@ def python_peer(name: str) -> Path:
 
 
 def sqlite_command(database: Path) -> tuple[str, list[str]]:
-    """The ``(command, args)`` that runs PyPI ``mcp-server-sqlite`` (SDK 1.x, its own venv) on ``database``.
+    """The ``(command, args)`` that runs PyPI ``mcp-server-sqlite`` (SDK 1.x venv of the field suite) on ``database``.
 
     A server on the SDK 1.x low-level API: it advertises ``resources`` and answers
     ``resources/templates/list`` with -32601 (method not found).
 
     Raises:
-        PeersNotInstalledError: not installed, or older than ``tests/peers/requirements-sqlite.txt``.
+        PeersNotInstalledError: not installed, or older than ``tests/peers/field/requirements-sdk1.txt``.
     """
     path = _SQLITE_VENV / "bin" / "mcp-server-sqlite"
     stamp = _SQLITE_VENV / ".install-peers.stamp"
-    if not _stamp_matches(stamp, "pip", _PEERS_DIR / "requirements-sqlite.txt") or not path.is_file():
+    requirements = _PEERS_DIR / "field" / "requirements-sdk1.txt"
+    if not _stamp_matches(stamp, "pip", requirements) or not path.is_file():
         raise PeersNotInstalledError(
-            f"PyPI peer mcp-server-sqlite missing or older than tests/peers/requirements-sqlite.txt: {INSTALL_HINT}"
+            f"PyPI peer mcp-server-sqlite missing or older than {requirements}: {INSTALL_HINT}"
         )
     return str(path), ["--db-path", str(database)]
 
