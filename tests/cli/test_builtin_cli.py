@@ -32,3 +32,21 @@ async def test_builtin_serves_on_stdio_for_another_host(kind: str, tmp_path: Pat
                 assert "hello from the workspace" in str(result.content[0])
             else:
                 assert {"add_content", "search"} <= set(names)
+
+
+def test_mcpmux_builtin_refuses_a_too_wide_root_unless_told(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    env = dict(os.environ, HOME=str(tmp_path / "home"))
+    refused = subprocess.run(
+        [MCPMUX, "builtin", "workspace", "--root", "/"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "refuses to serve the configured root '/'" in refused.stderr
+    served = subprocess.run(
+        [MCPMUX, "builtin", "workspace", "--root", "/", "--allow-wide-root"], stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr

@@ -11,8 +11,9 @@ import click
 @click.argument("kind", type=click.Choice(["workspace", "content_store", "content-store"]))
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), help="Workspace root (default: .).")
 @click.option("--database", type=click.Path(dir_okay=False, path_type=Path), help="Content store database file.")
-def builtin(kind: str, root: Path | None, database: Path | None) -> None:
+@click.option("--allow-wide-root", is_flag=True, help="Serve / or your home directory itself (refused by default).")
+def builtin(kind: str, root: Path | None, database: Path | None, allow_wide_root: bool) -> None:
     """Serve the built-in server KIND on stdio (stdout carries only MCP messages)."""
     from mcpmux.servers import run_stdio
 
-    run_stdio(kind, root=root, database=database)
+    run_stdio(kind, root=root, database=database, allow_wide_root=allow_wide_root)
