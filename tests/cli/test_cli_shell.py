@@ -132,7 +132,7 @@ def test_tools_server_tool_shows_description_parameters_and_annotations(project:
     code, out, err = invoke("tools", "workspace:read_file")
     assert code == 0, err
     assert out.startswith("workspace:read_file")
-    assert "Binary files are refused." in out  # the whole description, not its first line
+    assert "devices are refused." in out  # the whole description, not its first line
     assert "parameters (* required)" in out and "path*" in out and "max_lines" in out
     assert "default 1; minimum 1" in out and "integer | null" in out
     assert "readOnlyHint: true" in out
@@ -160,7 +160,7 @@ def test_piped_tables_carry_the_whole_text_without_an_ellipsis(project: Path) ->
     assert "…" not in out
     # The description of read_file is several lines long; piped, all of it is on the tool's row.
     row = next(line for line in out.splitlines() if line.startswith("workspace:read_file "))
-    assert "Binary files are refused." in row and "path*, start_line, max_lines" in row
+    assert "devices are refused." in row and "path*, start_line, max_lines" in row
 
 
 # -- progress ----------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -29,6 +30,7 @@ from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 __all__ = ["FACE_TIMEOUT_S", "FaceResult", "mcpmux_argv", "result_text", "run_faces", "write_config"]
 
 FACE_TIMEOUT_S = 150.0
+LIST_CHANGED_WAIT_S = 90.0
 _DETAIL_CHARS = 600
 
 
@@ -144,11 +146,17 @@ async def _face_serve(server: FieldServer, config: Path, work: Path, site: Site)
     started = time.monotonic()
     argv = mcpmux_argv(config, "serve", "--stdio")
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ), cwd=work)
+    changes = _ListChanges()
+
     with (work / "serve.stderr").open("w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, message_handler=changes.on_message) as session,
+        ):
             await session.initialize()
-            listed = await session.list_tools()
-            names = [tool.name for tool in listed.tools]
+            # `serve` answers at once and announces servers that connect later with tools/list_changed,
+            # as a client that follows the protocol sees them.
+            names = await changes.listed_until(session, server.provider_tool)
             if server.provider_tool not in names:
                 return FaceResult(
                     False, f"{server.provider_tool} not among {len(names)} tools", time.monotonic() - started
@@ -158,6 +166,26 @@ async def _face_serve(server: FieldServer, config: Path, work: Path, site: Site)
     if result.is_error:
         return FaceResult(False, f"isError: {_short(text)}", time.monotonic() - started)
     return _expect(server, text, started)
+
+
+class _ListChanges:
+    """Follows ``tools/list_changed``: lists again at each one until a tool is there (bounded)."""
+
+    def __init__(self) -> None:
+        self._changed = anyio.Event()
+
+    async def on_message(self, message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._changed.set()
+
+    async def listed_until(self, session: ClientSession, wanted: str) -> list[str]:
+        names = [tool.name for tool in (await session.list_tools()).tools]
+        with anyio.move_on_after(LIST_CHANGED_WAIT_S):
+            while wanted not in names:
+                await self._changed.wait()
+                self._changed = anyio.Event()  # a change during the next listing sets the new one
+                names = [tool.name for tool in (await session.list_tools()).tools]
+        return names
 
 
 async def _face_run(server: FieldServer, config: Path, work: Path, site: Site) -> FaceResult:

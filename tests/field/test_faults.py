@@ -105,11 +105,17 @@ async def _host(config: Path, tmp_path: Path) -> AsyncIterator[tuple[ClientSessi
 
 
 def _stdio_victim_process(host: psutil.Process, marker: str = "server-everything") -> psutil.Process:
+    """The server process itself: the deepest descendant naming ``marker`` (a launcher such as the
+    host's reaper names the server's command line too, but only the server answers)."""
+    matches = []
     for child in host.children(recursive=True):
         with contextlib.suppress(psutil.Error):
             if marker in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
-                return child
-    raise AssertionError(f"the host runs no {marker} child")
+                matches.append(child)
+    leaves = [p for p in matches if not any(q.ppid() == p.pid for q in matches)]
+    if not leaves:
+        raise AssertionError(f"the host runs no {marker} child")
+    return leaves[0]
 
 
 async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
