@@ -203,7 +203,7 @@ async def test_approve_shows_high_scanner_findings_and_approves_only_with_yes(tm
 
     from mcpmux.config.models import StdioServerConfig
 
-    changing = str(Path(__file__).resolve().parents[1] / "fixtures" / "changing_server.py")
+    changing = str(Path(__file__).parents[1] / "fixtures" / "changing_server.py")
     server = StdioServerConfig(
         name="ch", command=sys.executable, args=(changing,), env={"TOOLS_VARIANT": SecretStr("poisoned")}
     )
