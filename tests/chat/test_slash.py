@@ -194,3 +194,33 @@ async def test_declining_an_elicitation_sends_no_content() -> None:
 
 def test_usage_errors_are_value_errors() -> None:
     assert issubclass(commands.UsageError, ValueError)
+
+
+async def test_approve_shows_high_scanner_findings_and_approves_only_with_yes(tmp_path: Path) -> None:
+    import sys
+
+    from pydantic import SecretStr
+
+    from mcpmux.config.models import StdioServerConfig
+
+    changing = str(Path(__file__).parents[1] / "fixtures" / "changing_server.py")
+    server = StdioServerConfig(
+        name="ch", command=sys.executable, args=(changing,), env={"TOOLS_VARIANT": SecretStr("poisoned")}
+    )
+    options = AgentOptions(catalog=False, store=StateStore(tmp_path / "s.db"))
+    console = Console(file=io.StringIO(), width=200, highlight=False)
+    transcript = Transcript()
+    with anyio.fail_after(60):
+        async with agent_session(Config(servers=(server,)), None, options, Renderer(console, transcript)) as session:
+            chat = ChatState(session, console, Renderer(console, transcript), transcript, LLMConfig())
+            repl = ChatRepl(chat, tmp_path / "history")
+            assert "ch:read_notes" not in [t.name for t in session.guard.tools("ch")]  # quarantined on sight
+            await repl.handle("/approve ch:read_notes")
+            text = output(chat)
+            assert "the scanner flagged what you are approving" in text and "[sensitive-path]" in text
+            assert "nothing approved; approve anyway with /approve ch:read_notes --yes" in text
+            assert "ch:read_notes" not in [t.name for t in session.guard.tools("ch")]
+            await repl.handle("/approve ch:read_notes --yes")
+            assert "approved 1 definition(s) of ch:read_notes" in output(chat)
+            assert "ch:read_notes" in [t.name for t in session.guard.tools("ch")]
+    options.store.close()

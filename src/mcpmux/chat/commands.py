@@ -134,17 +134,30 @@ async def prompt_cmd(state: ChatState, rest: str) -> None:
         await state.converse(None)
 
 
-@slash("approve", "[server[:tool]]")
+@slash("approve", "[server[:tool]] [--yes]")
 async def approve_cmd(state: ChatState, rest: str) -> None:
-    """List tools held back for approval, or approve those of a server (or one tool)."""
+    """List tools held back for approval, or approve those of a server (or one tool).
+
+    Definitions the scanner flags high are shown with their findings and approved only with --yes.
+    """
     guard = state.session.guard
-    if not rest.strip():
+    words = rest.split()
+    if not words:
         rows = [[e.tool.name, e.kind, preview(e.reason, 80)] for e in guard.withheld()]
         print_table(state.console, ["tool", "held back", "why"], rows)
         return
-    server, _, tool = rest.strip().partition(":")
+    target, yes = words[0], "--yes" in words[1:]
+    server, _, tool = target.partition(":")
+    flagged = guard.high_findings(server, tool or None)
+    if flagged and not yes:
+        state.console.print("[bold red]the scanner flagged what you are approving:[/]")
+        for f in flagged:
+            finding = f"{f.server}:{f.tool} [{f.rule}] {f.message} in {f.location}: {f.excerpt}"
+            state.console.print(f"  {escape(finding)}")
+        state.console.print(f"nothing approved; approve anyway with /approve {escape(target)} --yes")
+        return
     count = guard.approve(server, tool or None)
-    state.console.print(f"approved {count} definition(s) of {escape(rest.strip())}")
+    state.console.print(f"approved {count} definition(s) of {escape(target)}")
 
 
 @slash("model", "[name]")

@@ -17,8 +17,7 @@ from mcpmux.cli.output import emit, json_option, table
 from mcpmux.config import Config
 
 if TYPE_CHECKING:
-    from mcpmux.manager import ToolInfo
-    from mcpmux.policy import Finding, Guard
+    from mcpmux.policy import Finding
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -41,7 +40,7 @@ def approve_cmd(target: str, yes: bool) -> None:
         config.server(server)
         async with managed(config, {server}) as guard:
             held = [e for e in guard.withheld(server) if e.kind == "quarantined" and (not tool or e.tool.tool == tool)]
-            flagged = _high_findings(guard, [e.tool for e in held])
+            flagged = guard.high_findings(server, tool or None)
             if flagged and not yes:
                 await anyio.to_thread.run_sync(_confirm_flagged, target, flagged)
             diffs = {e.tool.tool: e.verdict.pin.diff() if e.verdict and e.verdict.pin else "" for e in held}
@@ -59,17 +58,6 @@ def approve_cmd(target: str, yes: bool) -> None:
                 click.echo(item["diff"])
 
     emit(approved, render)
-
-
-def _high_findings(guard: Guard, tools: list[ToolInfo]) -> list[Finding]:
-    from mcpmux.policy import scan_tool
-
-    everyone = [t for t in guard.manager.tools() if not t.synthetic]
-    findings: list[Finding] = []
-    for info in tools:
-        others = [t.name for t in everyone if t.server != info.server]
-        findings += [f for f in scan_tool(info, server=info.server, other_tools=others) if f.severity == "high"]
-    return findings
 
 
 def _confirm_flagged(target: str, findings: list[Finding]) -> None:

@@ -39,7 +39,7 @@ def show_cmd(name: str) -> None:
                 "status": mask_secrets(status.to_json(), config.secret_values),
                 "capabilities": caps,
                 "instructions": info.instructions if info else None,
-                "environment": _child_environment(server, config.secret_values),
+                "environment": _child_environment(server, config),
                 "tools": [t.name for t in guard.tools(name)],
                 "withheld": [{"tool": e.tool.name, "kind": e.kind, "reason": e.reason} for e in guard.withheld(name)],
                 "resources": [r.uri for r in manager.resources(name)],
@@ -56,15 +56,16 @@ def _server_config(config: Config, name: str) -> dict[str, Any]:
     return next(s for s in servers if s["name"] == name)
 
 
-def _child_environment(server: Any, secrets: frozenset[str]) -> dict[str, str] | None:
-    """The environment a stdio child gets: the allow-listed parent variables plus its ``env`` (masked)."""
+def _child_environment(server: Any, config: Config) -> dict[str, str] | None:
+    """The environment a stdio child gets: the allow-listed parent variables (and ``settings.env_passthrough``)
+    plus its ``env`` (masked)."""
     if not isinstance(server, StdioServerConfig):
         return None
     from mcpmux.transports.stdio import child_environment
 
     configured = set(server.env)
-    env = child_environment(server)
-    return {k: MASK if k in configured or v in secrets else v for k, v in sorted(env.items())}
+    env = child_environment(server, passthrough=config.settings.env_passthrough)
+    return {k: MASK if k in configured or v in config.secret_values else v for k, v in sorted(env.items())}
 
 
 def _log_tail(name: str) -> str:

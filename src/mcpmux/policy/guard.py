@@ -28,7 +28,7 @@ from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalS
 from mcpmux.policy.audit import AuditLog, argument_digest
 from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
 from mcpmux.policy.rules import Decision, Rules
-from mcpmux.policy.scanner import suspect
+from mcpmux.policy.scanner import Finding, scan_tool, suspect
 from mcpmux.policy.store import StateStore
 
 if TYPE_CHECKING:
@@ -145,6 +145,13 @@ class Guard:
             cached = (tool, definition_hash(tool))
             self._hashes[id(tool)] = cached
         return cached[1]
+
+    def high_findings(self, server: str, tool: str | None = None) -> list[Finding]:
+        """The scanner's high findings in the held-back definitions that :meth:`approve` would approve."""
+        held = [e.tool for e in self.withheld(server) if e.kind == "quarantined" and (not tool or e.tool.tool == tool)]
+        others = [t.name for t in self.manager.tools() if not t.synthetic and t.server != server]
+        found = (scan_tool(info, server=info.server, other_tools=others) for info in held)
+        return [f for findings in found for f in findings if f.severity == "high"]
 
     def approve(self, server: str, tool: str | None = None) -> int:
         """Approve the quarantined or unapproved definitions of ``server`` (or one tool); return how many."""
