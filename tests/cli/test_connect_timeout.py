@@ -85,3 +85,14 @@ def test_a_slow_npx_start_is_reported_with_the_setting_to_raise_and_the_first_do
     assert "connect timed out after 1 s" in done.stderr
     assert "connect_timeout_ms" in done.stderr and "downloads the package" in done.stderr
     assert "--timeout " not in done.stderr and "`timeout_ms`" not in done.stderr
+
+
+def test_a_sandboxed_package_runner_that_times_out_is_told_the_sandbox_hides_its_cache_and_network() -> None:
+    from mcpmux.config.models import SandboxConfig, ServerSecurity
+
+    server = StdioServerConfig(
+        name="pkg", command="npx", args=("-y", "pkg"), security=ServerSecurity(sandbox=SandboxConfig(enabled=True))
+    )
+    hint = connect_timeout_hint(server)
+    assert "sandbox, which hides its package cache and the network" in hint
+    assert "first run" not in hint  # the download cannot happen in there: waiting longer does not help

@@ -11,6 +11,7 @@ import os
 
 from mcpmux.config.models import ServerConfig, StdioServerConfig
 from mcpmux.errors import MCPTimeoutError
+from mcpmux.transports.sandbox import package_runner_note
 
 __all__ = ["CONNECT_TIMEOUT_HINT", "connect_timeout_hint", "explain_timeout", "package_runner"]
 
@@ -51,7 +52,10 @@ def package_runner(server: ServerConfig) -> str | None:
 
 
 def connect_timeout_hint(server: ServerConfig) -> str:
-    """The hint for a connect timeout of ``server``: the setting to raise, and a runner's first download."""
+    """The hint for a connect timeout of ``server``: the setting to raise, and a runner's first download
+    (or, sandboxed, that the sandbox hides the runner's cache and network)."""
+    if isinstance(server, StdioServerConfig) and (note := package_runner_note(server)) is not None:
+        return note
     runner = package_runner(server)
     if runner is None:
         return CONNECT_TIMEOUT_HINT
