@@ -121,3 +121,20 @@ def test_ctrl_c_interrupts_a_tool_call_and_the_chat_goes_on(workdir: Path) -> No
             child.close(force=True)
     tool_message = llm.requests[1]["messages"][-2]
     assert (tool_message["role"], tool_message["content"]) == ("tool", CANCELLED_RESULT)
+
+
+def test_a_named_model_that_cannot_work_fails_before_any_server_starts(workdir: Path) -> None:
+    (workdir / "mcpmux.yaml").write_text(
+        f"mcp:\n  servers:\n    - name: marker\n      type: stdio\n      command: {sys.executable}\n"
+        f"      args: ['-c', 'open(\"started\", \"w\").close()']\n",
+        encoding="utf-8",
+    )
+    env = dict(os.environ, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", NO_COLOR="1")
+    env.pop("OPENAI_API_KEY", None)
+    child = pexpect.spawn(MCPMUX, ["chat", "--model", "gpt-x"], cwd=str(workdir), env=env, encoding="utf-8", timeout=60)
+    child.expect_exact("Error:")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2, child.before
+    assert "connecting to servers" not in (child.before or "")
+    assert not (workdir / "started").exists(), "a server was started before the model settings were checked"

@@ -20,6 +20,7 @@ from mcpmux.config.models import LLMConfig
 
 if TYPE_CHECKING:
     from mcpmux.bridge.agent import AgentOptions
+    from mcpmux.bridge.providers import Provider
 
 __all__ = ["chat_cmd", "model_configured"]
 
@@ -55,16 +56,19 @@ def chat_cmd(
     overrides = {k: v for k, v in {"provider": provider, "model": model, "base_url": base_url}.items() if v}
     llm = config.llm.model_copy(update=overrides)
     from mcpmux.bridge.agent import AgentOptions
+    from mcpmux.bridge.providers import make_provider
 
+    # A model that is named but cannot work (no key, no SDK) fails here, before any server starts;
+    # with no model at all the chat still runs, for its slash commands.
+    model_provider = make_provider(llm, check=True) if model_configured(llm) else None
     options = AgentOptions(face="chat", max_turns=max_turns, always_load=always_load, tool_threshold=tool_threshold)
-    anyio.run(_chat, config, llm, options)
+    anyio.run(_chat, config, llm, model_provider, options)
 
 
-async def _chat(config: Config, llm: LLMConfig, options: AgentOptions) -> None:
+async def _chat(config: Config, llm: LLMConfig, provider: Provider | None, options: AgentOptions) -> None:
     from rich.console import Console
 
     from mcpmux.bridge.agent import agent_session
-    from mcpmux.bridge.providers import make_provider
     from mcpmux.chat.interaction import ChatQuestions, prompt_asker
     from mcpmux.chat.render import Renderer
     from mcpmux.chat.repl import ChatRepl
@@ -78,7 +82,6 @@ async def _chat(config: Config, llm: LLMConfig, options: AgentOptions) -> None:
     options = replace(
         options, approver=questions.approve, sampling_approver=questions.sample, elicitation=questions.elicit
     )
-    provider = make_provider(llm) if model_configured(llm) else None
     console.print("[dim]connecting to servers...[/]")
     async with agent_session(config, provider, options, renderer) as session:
         state = ChatState(session, console, renderer, transcript, llm)
