@@ -11,7 +11,6 @@ import os
 
 from mcpmux.config.models import ServerConfig, StdioServerConfig
 from mcpmux.errors import MCPTimeoutError
-from mcpmux.transports.sandbox import package_runner_note
 
 __all__ = ["CONNECT_TIMEOUT_HINT", "connect_timeout_hint", "explain_timeout", "package_runner"]
 
@@ -54,6 +53,9 @@ def package_runner(server: ServerConfig) -> str | None:
 def connect_timeout_hint(server: ServerConfig) -> str:
     """The hint for a connect timeout of ``server``: the setting to raise, and a runner's first download
     (or, sandboxed, that the sandbox hides the runner's cache and network)."""
+    # Imported here: the transports package imports the SDK, which the manager keeps off its import path.
+    from mcpmux.transports.sandbox import package_runner_note
+
     if isinstance(server, StdioServerConfig) and (note := package_runner_note(server)) is not None:
         return note
     runner = package_runner(server)
