@@ -41,8 +41,8 @@ class ToolSource(Protocol):
         """Every tool now available, with canonical names."""
         ...
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
-        """Call the tool with canonical ``name``."""
+    async def call_tool(self, name: str | ToolInfo, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        """Call the tool with canonical ``name`` (or the :class:`ToolInfo` listed, not resolved again)."""
         ...
 
 
@@ -142,7 +142,10 @@ class ToolBridge:
             MCPMuxError: whatever the source raises for the call (unavailable, timeout, ...).
         """
         canonical = self.names(profile).to_canonical(provider_name)
-        return await self._call_canonical(canonical, profile, arguments or {})
+        listed = self._built.get(profile, {}).get(canonical)
+        target: str | ToolInfo = listed[0] if listed is not None else canonical
+        result = await self._source.call_tool(target, arguments or {})
+        return normalise_result(result, max_bytes=self._max_result_bytes, profile=profile)
 
     def _table(self, profile: str, infos: list[ToolInfo]) -> NameTable:
         key = (profile, tuple(sorted(info.name for info in infos)))
@@ -160,11 +163,11 @@ class ToolBridge:
             canonical=info.name,
             description=shorten_description(_describe(info), DESCRIPTION_LIMITS.get(profile)),
             parameters=normalise_schema(info.input_schema, profile),
-            handler=partial(self._call_canonical, info.name, profile),
+            handler=partial(self._call_listed, info, profile),
         )
 
-    async def _call_canonical(self, canonical: str, profile: str, arguments: dict[str, Any]) -> ModelResult:
-        result = await self._source.call_tool(canonical, arguments)
+    async def _call_listed(self, info: ToolInfo, profile: str, arguments: dict[str, Any]) -> ModelResult:
+        result = await self._source.call_tool(info, arguments)
         return normalise_result(result, max_bytes=self._max_result_bytes, profile=profile)
 
 

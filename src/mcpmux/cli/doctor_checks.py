@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -151,18 +150,11 @@ async def check_server(server: ServerConfig, config: Config) -> tuple[dict[str, 
 
 
 async def _list_tools(server: ServerConfig, config: Config) -> tuple[list[dict[str, Any]], float]:
-    from mcpmux.connection import Connection
+    from mcpmux.probe import probe
 
-    started = time.perf_counter()
-    # What the manager would run: the global security.sandbox applies to this server too.
-    connection = Connection(with_effective_sandbox(server, config.security), config.settings)
-    await connection.connect()
-    try:
-        seconds = time.perf_counter() - started
-        tools = await connection.list_tools()
-    finally:
-        await connection.close()
-    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools], seconds
+    report = await probe(server, config, lists=("tools",), ping=False)
+    tools = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in report.tools]
+    return tools, report.timings_s["connect"]
 
 
 def _timeout_hint(server: ServerConfig) -> str:

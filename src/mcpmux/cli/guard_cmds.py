@@ -184,9 +184,10 @@ def scan_cmd(server: str | None) -> int:
         if server is not None:
             config.server(server)
         async with managed(config, {server} if server else True) as guard:
-            everyone = [t for t in guard.manager.tools() if not t.synthetic]
+            # Withheld definitions too: the scan is how an operator learns why they were held back.
+            everyone = [e.tool for e in guard.exposures() if not e.tool.synthetic]
             findings = []
-            for name in [server] if server else guard.manager.servers:
+            for name in [server] if server else guard.servers:
                 own = [t for t in everyone if t.server == name]
                 others = [t.name for t in everyone if t.server != name]
                 findings += scan_tools(own, server=name, other_tools=others)

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from mcpmux.cli.manage_cmds import TRANSPORTS, build_entry, scope_file, write_entry
+from mcpmux.cli.entries import TRANSPORTS, build_entry, scope_file, write_entry
 from mcpmux.config.edit import ConfigDocument
 from mcpmux.config.formats import normalise_document
 from mcpmux.config.parse import read_data

@@ -14,8 +14,8 @@ from mcpmux.cli.output import clip, out_console, table
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from mcpmux.connection import Connection
     from mcpmux.manager import PromptInfo, ResourceInfo, ToolInfo
+    from mcpmux.probe import ProbeReport
 
 DESCRIPTION_WIDTH = 72
 
@@ -33,29 +33,28 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-def test_report(
-    conn: Connection, listing: dict[str, int], started: float, connected: float, pinged: float, listed: float
-) -> dict[str, Any]:
+def test_report(report: ProbeReport) -> dict[str, Any]:
     """The facts ``mcpmux test`` reports, as JSON-ready data."""
-    info = conn.info
+    info = report.info
     peer = info.server_info
     caps = info.capabilities.model_dump(exclude_none=True, by_alias=True)
+    timings = report.timings_s
     return {
-        "server": conn.server.name,
-        "transport": conn.server.type,
+        "server": report.server.name,
+        "transport": report.server.type,
         "target": info.describe,
         "pid": info.pid,
         "protocol_version": info.protocol_version,
         "peer": {"name": peer.name, "version": peer.version} if peer else None,
         "capabilities": sorted(caps),
         "instructions": info.instructions,
-        "counts": listing,
+        "counts": report.counts,
         "timings_ms": {
-            "connect": _ms(connected - started),
+            "connect": _ms(timings["connect"]),
             "transport": _ms(info.transport_s),
             "handshake": _ms(info.handshake_s),
-            "ping": _ms(pinged - connected),
-            "list": _ms(listed - pinged),
+            "ping": _ms(timings["ping"]),
+            "list": _ms(timings["list"]),
         },
     }
 

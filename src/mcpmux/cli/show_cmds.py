@@ -27,12 +27,10 @@ def show_cmd(name: str) -> None:
 
     async def body(config: Config) -> dict[str, Any]:
         server = config.server(name)
-        async with managed(config, {name}) as guard:
-            manager = guard.manager
-            status = manager.status()[manager.servers.index(name)]
-            connection = manager.supervisor(name).connection
-            info = connection.info if connection is not None else None
-            stderr = connection.stderr_tail() if connection is not None else _log_tail(name)
+        async with managed(config, {name}) as host:
+            status = host.status()[host.servers.index(name)]
+            info = host.server_info(name)
+            stderr = host.stderr_tail(name) or _log_tail(name)
             caps = info.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True) if info else None
             return {
                 "config": _server_config(config, name),
@@ -40,10 +38,10 @@ def show_cmd(name: str) -> None:
                 "capabilities": caps,
                 "instructions": info.instructions if info else None,
                 "environment": _child_environment(server, config),
-                "tools": [t.name for t in guard.tools(name)],
-                "withheld": [{"tool": e.tool.name, "kind": e.kind, "reason": e.reason} for e in guard.withheld(name)],
-                "resources": [r.uri for r in manager.resources(name)],
-                "prompts": [p.name for p in manager.prompts(name)],
+                "tools": [t.name for t in host.tools(name)],
+                "withheld": [{"tool": e.tool.name, "kind": e.kind, "reason": e.reason} for e in host.withheld(name)],
+                "resources": [r.uri for r in host.resources(name)],
+                "prompts": [p.name for p in host.prompts(name)],
                 "stderr_tail": mask_secrets(stderr.splitlines()[-STDERR_TAIL_LINES:], config.secret_values),
             }
 

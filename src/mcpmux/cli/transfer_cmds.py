@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from mcpmux.cli.completion import complete_hosts
-from mcpmux.cli.manage_cmds import SCOPES, scope_file
+from mcpmux.cli.entries import SCOPES, scope_file
 from mcpmux.cli.output import emit, json_option, state
 from mcpmux.config.edit import ConfigDocument, secret_warnings
 from mcpmux.config.hosts import (

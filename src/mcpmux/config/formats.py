@@ -15,50 +15,22 @@ unknown key is an error, so a typo never silently disables a setting.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcpmux.config.document import Document, RawServer
 from mcpmux.config.envfile import read_env_file
+from mcpmux.config.parse import PathPart, format_path
 from mcpmux.config.registry import registry_server
 from mcpmux.errors import ConfigError, ConfigProblem
 
 __all__ = ["Document", "RawServer", "normalise_document"]
-
-from mcpmux.config.parse import PathPart, format_path
 
 # Keys of a foreign server entry that map straight onto ours.
 _FOREIGN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout_ms", "enabled"}
 # Keys other hosts use that have no meaning here: dropped without a warning.
 # (``envFile`` is read by the VS Code reader itself.)
 _QUIET_KEYS = {"description", "envFile", "gallery", "version", "dev"}
-
-
-@dataclass(slots=True)
-class RawServer:
-    """One server entry in mcpmux's shape, and where it came from in its file."""
-
-    origin: tuple[PathPart, ...]
-    data: dict[str, Any]
-
-
-@dataclass(slots=True)
-class Document:
-    """A configuration file turned into mcpmux's shape, not yet validated."""
-
-    source: str
-    kind: str
-    tree: Any
-    servers: list[RawServer] = field(default_factory=list)
-    sections: dict[str, tuple[tuple[PathPart, ...], Any]] = field(default_factory=dict)
-    problems: list[ConfigProblem] = field(default_factory=list)
-    warnings: list[ConfigProblem] = field(default_factory=list)
-
-    def warn(self, origin: tuple[PathPart, ...], reason: str) -> None:
-        self.warnings.append(ConfigProblem(self.source, format_path(origin), reason))
-
-    def problem(self, origin: tuple[PathPart, ...], reason: str) -> None:
-        self.problems.append(ConfigProblem(self.source, format_path(origin), reason))
 
 
 def normalise_document(tree: Any, source: str, path: Path | None = None) -> Document:

@@ -10,10 +10,9 @@ never copied into the configuration.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from mcpmux.config.formats import Document
+from mcpmux.config.document import Document, RawServer
 
 __all__ = ["registry_server"]
 
@@ -22,8 +21,6 @@ _RUNNERS = {"npm": "npx", "pypi": "uvx", "oci": "docker"}
 
 def registry_server(manifest: dict[str, Any], doc: Document) -> None:
     """Add the server that ``manifest`` describes to ``doc`` (or a problem saying why not)."""
-    from mcpmux.config.formats import RawServer
-
     raw_name = manifest.get("name") or "server"
     if not isinstance(raw_name, str):
         doc.problem(("name",), f"expected text, found {type(raw_name).__name__}")

@@ -110,6 +110,10 @@ class Registry:
         """
         return _resolve(self._index.tools, name, "tool")
 
+    def current(self, tool: ToolInfo) -> bool:
+        """Whether ``tool`` is still the index's entry for its name (its server has not re-listed since)."""
+        return self._index.tools.get(tool.name) is tool
+
     def resolve_prompt(self, name: str) -> PromptInfo:
         """The prompt called ``name`` (canonical).
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mcpmux.config.models import LLMConfig
 from mcpmux.errors import MCPMuxError, UsageError
 
 __all__ = [
@@ -19,7 +17,6 @@ __all__ = [
     "TextSink",
     "ToolCall",
     "Usage",
-    "make_provider",
     "unreachable",
 ]
 
@@ -140,31 +137,3 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Release the HTTP client."""
         ...
-
-
-def make_provider(config: LLMConfig, *, check: bool = False) -> Provider:
-    """Build the provider the ``llm:`` section names (the key falls back to the environment).
-
-    Args:
-        config: the ``llm:`` section.
-        check: verify now, without a request, that the settings can work (SDK installed, a key or a
-            local ``base_url``), so that a command fails before it starts any server.
-
-    Raises:
-        ModelNotConfigured: with ``check``, the settings cannot work.
-    """
-    model = config.model or os.environ.get("MCPMUX_MODEL") or DEFAULT_MODELS[config.provider]
-    key = config.api_key.get_secret_value() if config.api_key is not None else None
-    if config.provider == "anthropic":
-        from mcpmux.bridge.providers.anthropic import AnthropicProvider
-
-        anthropic = AnthropicProvider(config, model, key or os.environ.get("ANTHROPIC_API_KEY"))
-        if check:
-            anthropic.check()
-        return anthropic
-    from mcpmux.bridge.providers.openai import OpenAIProvider
-
-    openai = OpenAIProvider(config, model, key or os.environ.get("OPENAI_API_KEY"))
-    if check:
-        openai.check()
-    return openai
