@@ -29,7 +29,7 @@ def tool(server: str = "a", name: str = "read", **changes: Any) -> ToolInfo:
         "annotations": {"readOnlyHint": True},
     }
     fields.update(changes)
-    return ToolInfo(**fields)
+    return ToolInfo.make(**fields)
 
 
 def test_key_order_and_whitespace_do_not_change_the_hash() -> None:

@@ -11,12 +11,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import mcp_types as types
 
 from mcpmux.bridge.results import DEFAULT_MAX_RESULT_BYTES, ModelResult, normalise_result
-from mcpmux.bridge.schema import JSONObject, normalise_schema
+from mcpmux.bridge.schema import normalise_schema
+from mcpmux.json_shapes import JSONObject
 from mcpmux.naming import DEFAULT_SEPARATOR, NameTable
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ DESCRIPTION_LIMITS: Mapping[str, int | None] = MappingProxyType(
 )
 _TRUNCATED = " …[description truncated]"
 
-ToolHandler = Callable[[dict[str, Any]], Awaitable[ModelResult]]
+ToolHandler = Callable[[JSONObject], Awaitable[ModelResult]]
 
 
 class ToolSource(Protocol):
@@ -41,7 +42,7 @@ class ToolSource(Protocol):
         """Every tool now available, with canonical names."""
         ...
 
-    async def call_tool(self, name: str | ToolInfo, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+    async def call_tool(self, name: str | ToolInfo, arguments: JSONObject | None = None) -> types.CallToolResult:
         """Call the tool with canonical ``name`` (or the :class:`ToolInfo` listed, not resolved again)."""
         ...
 
@@ -132,7 +133,7 @@ class ToolBridge:
         return [tool for _, tool in built.values()]
 
     async def call(
-        self, provider_name: str, arguments: dict[str, Any] | None = None, *, profile: str = "openai"
+        self, provider_name: str, arguments: JSONObject | None = None, *, profile: str = "openai"
     ) -> ModelResult:
         """Call a tool by its provider name and return the normalised result.
 
@@ -166,7 +167,7 @@ class ToolBridge:
             handler=partial(self._call_listed, info, profile),
         )
 
-    async def _call_listed(self, info: ToolInfo, profile: str, arguments: dict[str, Any]) -> ModelResult:
+    async def _call_listed(self, info: ToolInfo, profile: str, arguments: JSONObject) -> ModelResult:
         result = await self._source.call_tool(info, arguments)
         return normalise_result(result, max_bytes=self._max_result_bytes, profile=profile)
 

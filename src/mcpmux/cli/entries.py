@@ -19,6 +19,7 @@ from mcpmux.config.loader import config_sources
 from mcpmux.config.parse import read_data
 from mcpmux.config.paths import project_config_file, user_config_file
 from mcpmux.errors import ServerNotConfigured
+from mcpmux.json_shapes import JSONObject
 
 __all__ = [
     "SCOPES",
@@ -83,7 +84,7 @@ def report(action: str, server: str, file: Path, warnings: list[str], *, changed
     emit(data, lambda: click.echo(line))
 
 
-def write_entry(action: str, entry: dict[str, Any], scope: str, warnings: list[str] | None = None) -> Path:
+def write_entry(action: str, entry: JSONObject, scope: str, warnings: list[str] | None = None) -> Path:
     """Add ``entry`` to the file of ``scope``, validate, write, and report."""
     path = scope_file(scope)
     document = ConfigDocument(path)
@@ -106,10 +107,10 @@ def pairs(values: tuple[str, ...], separator: str, option: str) -> dict[str, str
 
 def build_entry(
     name: str, transport: str | None, target: tuple[str, ...], env: dict[str, str], headers: dict[str, str]
-) -> dict[str, Any]:
+) -> JSONObject:
     """A server entry from ``add``'s flags (the type guessed from a URL when not given)."""
     kind = transport or _guess_type(target)
-    entry: dict[str, Any] = {"name": name, "type": kind}
+    entry: JSONObject = {"name": name, "type": kind}
     if kind == "stdio":
         entry["command"], args = target[0], list(target[1:])
         if args:

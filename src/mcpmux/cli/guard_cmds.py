@@ -15,6 +15,7 @@ from mcpmux.cli.completion import complete_servers, complete_tools
 from mcpmux.cli.manager_cmds import managed, run
 from mcpmux.cli.output import emit, json_option, table
 from mcpmux.config import Config
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from mcpmux.policy import Finding
@@ -36,7 +37,7 @@ def approve_cmd(target: str, yes: bool) -> None:
     """
     server, _, tool = target.partition(":")
 
-    async def body(config: Config) -> list[dict[str, Any]]:
+    async def body(config: Config) -> list[JSONObject]:
         config.server(server)
         async with managed(config, {server}) as guard:
             held = [e for e in guard.withheld(server) if e.kind == "quarantined" and (not tool or e.tool.tool == tool)]
@@ -107,7 +108,7 @@ def _pin_state(pin: Any) -> str:
     return "changed" if pin.pending_hash else "approved" if pin.approved else "awaiting approval"
 
 
-def _pin_json(pin: Any) -> dict[str, Any]:
+def _pin_json(pin: Any) -> JSONObject:
     return {
         "server": pin.server,
         "tool": pin.tool,

@@ -26,6 +26,7 @@ from mcpmux.cli.tool_view import print_tool, tool_json
 from mcpmux.config import Config
 from mcpmux.config.display import mask_secrets
 from mcpmux.errors import EXIT_FAILED, EXIT_OK, ApprovalDenied, MCPMuxError, NameNotQualified, ToolNotFound, closest
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from mcpmux.host import Host
@@ -111,7 +112,7 @@ def list_cmd() -> None:
     if emit_lazy_list():  # every enabled server lazy and cached: no manager, no SDK import
         return
 
-    async def body(config: Config) -> list[dict[str, Any]]:
+    async def body(config: Config) -> list[JSONObject]:
         async with managed(config) as guard:
             # A target (command line or URL) may hold an interpolated secret.
             return [mask_secrets(s.to_json(), config.secret_values) for s in guard.status()]
@@ -292,7 +293,7 @@ def prompt_cmd(name: str, arguments: str | None) -> None:
 def refresh_cmd(server: str | None) -> int:
     """Connect SERVER (or every enabled server), list everything again and store it in the catalog."""
 
-    async def body(config: Config) -> list[dict[str, Any]]:
+    async def body(config: Config) -> list[JSONObject]:
         if server is not None:
             config.server(server)
         async with managed(config, start=False) as guard:

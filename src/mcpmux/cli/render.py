@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mcpmux.cli.output import clip, out_console, table
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -33,7 +34,7 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-def test_report(report: ProbeReport) -> dict[str, Any]:
+def test_report(report: ProbeReport) -> JSONObject:
     """The facts ``mcpmux test`` reports, as JSON-ready data."""
     info = report.info
     peer = info.server_info
@@ -59,7 +60,7 @@ def test_report(report: ProbeReport) -> dict[str, Any]:
     }
 
 
-def print_test_report(report: dict[str, Any]) -> None:
+def print_test_report(report: JSONObject) -> None:
     peer = report["peer"]
     counts = report["counts"]
     t = report["timings_ms"]
@@ -131,7 +132,7 @@ def print_prompt_infos(prompts: list[PromptInfo]) -> None:
     table(["prompt", "description", "arguments (* required)"], rows)
 
 
-def print_show(data: dict[str, Any]) -> None:
+def print_show(data: JSONObject) -> None:
     status = data["status"]
     console = out_console()
     console.print(

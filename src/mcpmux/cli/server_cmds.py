@@ -36,7 +36,7 @@ def _run(body: Callable[[], Awaitable[_T]]) -> _T:
 def _redact(text: str) -> str:
     from mcpmux.config.display import redact
 
-    return redact(text, getattr(state(), "secrets", ()))
+    return redact(text, state().secrets)
 
 
 @click.command("test")

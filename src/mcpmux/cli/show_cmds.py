@@ -15,6 +15,7 @@ from mcpmux.cli.output import command_config, emit, json_option
 from mcpmux.config import Config, StdioServerConfig, config_to_dict
 from mcpmux.config.display import MASK, mask_secrets, redact
 from mcpmux.config.paths import server_log_file
+from mcpmux.json_shapes import JSONObject
 
 STDERR_TAIL_LINES = 20
 
@@ -25,7 +26,7 @@ STDERR_TAIL_LINES = 20
 def show_cmd(name: str) -> None:
     """Show server NAME: config (secrets masked), state history, capabilities, tools, stderr tail."""
 
-    async def body(config: Config) -> dict[str, Any]:
+    async def body(config: Config) -> JSONObject:
         server = config.server(name)
         async with managed(config, {name}) as host:
             status = host.status()[host.servers.index(name)]
@@ -49,7 +50,7 @@ def show_cmd(name: str) -> None:
     emit(data, lambda: render.print_show(data))
 
 
-def _server_config(config: Config, name: str) -> dict[str, Any]:
+def _server_config(config: Config, name: str) -> JSONObject:
     servers = config_to_dict(config)["mcp"]["servers"]
     return next(s for s in servers if s["name"] == name)
 

@@ -113,16 +113,7 @@ def build_surface(guard: Guard, separator: str = DEFAULT_SEPARATOR) -> Surface:
 
 
 def _tool(info: ToolInfo, name: str) -> types.Tool:
-    if info.definition is not None:
-        return info.definition.model_copy(update={"name": name})
-    return types.Tool(
-        name=name,
-        title=info.title,
-        description=info.description or None,
-        input_schema=info.input_schema,
-        output_schema=info.output_schema,
-        annotations=types.ToolAnnotations.model_validate(info.annotations) if info.annotations else None,
-    )
+    return info.definition.model_copy(update={"name": name})
 
 
 def _prompt(info: PromptInfo, name: str) -> types.Prompt:

@@ -37,6 +37,7 @@ from mcpmux.errors import (
     SessionExpired,
     ToolNotFound,
 )
+from mcpmux.json_shapes import JSONObject
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
 from mcpmux.manager.events import Event, EventHub
 from mcpmux.manager.models import PromptInfo, ResourceInfo, ServerState, ServerStatus, ToolInfo
@@ -268,7 +269,7 @@ class Manager:
     async def call_tool(
         self,
         name: str | ToolInfo,
-        arguments: dict[str, Any] | None = None,
+        arguments: JSONObject | None = None,
         *,
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
@@ -289,7 +290,7 @@ class Manager:
     async def call_resolved(
         self,
         tool: ToolInfo,
-        arguments: dict[str, Any] | None = None,
+        arguments: JSONObject | None = None,
         *,
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
@@ -431,7 +432,7 @@ class Manager:
         Prompts and resources count as offered when the index holds any (from the catalog too).
         """
         names = list(self._supervisors) if servers is None else list(servers)
-        merged: dict[str, Any] = {}
+        merged: JSONObject = {}
         for name in names:
             info = self.server_info(name)
             if info is not None:

@@ -27,6 +27,7 @@ import mcp_types as types
 
 from mcpmux.config.models import Config
 from mcpmux.errors import ApprovalDenied, MCPMuxError, ToolDefinitionChanged, ToolDenied, ToolQuarantined
+from mcpmux.json_shapes import JSONObject
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
 from mcpmux.manager.events import Event
 from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
@@ -78,7 +79,7 @@ class _InFlight:
     """A call on its way to a server, for the approval questions that server may ask back."""
 
     tool: ToolInfo
-    arguments: dict[str, Any]
+    arguments: JSONObject
     scope: ApprovalScope
     approved: bool
 
@@ -322,7 +323,7 @@ class Guard:
         return Answer.YES if call.approved else Answer.NO
 
     async def _decide(
-        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, answered_by: str | None = None
+        self, tool: ToolInfo, args: JSONObject, caller: str | None, answered_by: str | None = None
     ) -> Decision:
         decision = self.rules.call(tool, args)
         if decision.action == "deny":
@@ -341,7 +342,7 @@ class Guard:
         return decision
 
     async def _ask(
-        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision, scope: ApprovalScope
+        self, tool: ToolInfo, args: JSONObject, caller: str | None, decision: Decision, scope: ApprovalScope
     ) -> Decision:
         if self.approvals.remembered(tool.server, tool.tool, scope):
             return Decision("allow", f"remembered approval of {scope} ({decision.rule})", by_person=True)
@@ -373,7 +374,7 @@ class Guard:
     async def _run(
         self,
         tool: ToolInfo,
-        args: dict[str, Any],
+        args: JSONObject,
         caller: str | None,
         decision: Decision,
         call: Awaitable[_R],
@@ -402,7 +403,7 @@ class Guard:
         audit("tool-error" if is_error(result) else "ok", result_bytes=size(result))
         return result
 
-    def _refused(self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: str, rule: str) -> None:
+    def _refused(self, tool: ToolInfo, args: JSONObject, caller: str | None, decision: str, rule: str) -> None:
         self.audit.record(
             face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
             decision=decision, rule=rule, duration_ms=None, outcome="refused",
@@ -421,7 +422,7 @@ class Guard:
     ) -> types.ReadResourceResult:
         """Read ``uri`` from ``server`` under the rules of its ``server:read_resource`` tool, audited."""
         tool = self._verb_tool(server, READ_RESOURCE)
-        args: dict[str, Any] = {"uri": uri}
+        args: JSONObject = {"uri": uri}
         decision = await self._decide(tool, args, caller, answered_by)
         read = self.manager.read_resource(server, uri, timeout=timeout)
         return await self._run(tool, args, caller, decision, read, _contents_size)
@@ -438,7 +439,7 @@ class Guard:
         """Render a prompt under the rules of its server's ``server:get_prompt`` tool, audited."""
         prompt = self.manager.resolve_prompt(name) if isinstance(name, str) else name
         tool = self._verb_tool(prompt.server, GET_PROMPT)
-        args: dict[str, Any] = {"name": prompt.prompt, "arguments": arguments or {}}
+        args: JSONObject = {"name": prompt.prompt, "arguments": arguments or {}}
         decision = await self._decide(tool, args, caller, answered_by)
         render = self.manager.get_prompt(prompt, arguments, timeout=timeout)
         return await self._run(tool, args, caller, decision, render, _prompt_size)
@@ -473,20 +474,20 @@ class Guard:
             raise ValueError("completing a resource template needs the server that lists it")
         else:
             verb = READ_RESOURCE
-        args: dict[str, Any] = {"ref": ref.model_dump(mode="json", by_alias=True), "argument": argument}
+        args: JSONObject = {"ref": ref.model_dump(mode="json", by_alias=True), "argument": argument}
         tool, decision = self._server_request(server, COMPLETE, args, caller, ruled_by=verb)
         completing = self.manager.complete(server, ref, argument, context)
         return await self._run(tool, args, caller, decision, completing, lambda r: len(r.completion.values))
 
     async def subscribe_resource(self, server: str, uri: str, *, caller: str | None = None) -> None:
         """Ask ``server`` for updates of ``uri``, ruled like its resource reads."""
-        args: dict[str, Any] = {"uri": uri}
+        args: JSONObject = {"uri": uri}
         tool, decision = self._server_request(server, SUBSCRIBE, args, caller, ruled_by=READ_RESOURCE)
         await self._run(tool, args, caller, decision, self.manager.subscribe_resource(server, uri), _no_size)
 
     async def unsubscribe_resource(self, server: str, uri: str, *, caller: str | None = None) -> bool:
         """Drop a subscription to ``uri`` on ``server`` if it is connected; say whether one was sent."""
-        args: dict[str, Any] = {"uri": uri}
+        args: JSONObject = {"uri": uri}
         tool, decision = self._server_request(server, UNSUBSCRIBE, args, caller, ruled_by=READ_RESOURCE)
         return await self._run(tool, args, caller, decision, self.manager.unsubscribe_resource(server, uri), _no_size)
 
@@ -499,7 +500,7 @@ class Guard:
         no ``logging/setLevel``). A named server that is denied is refused.
         """
         told: list[str] = []
-        args: dict[str, Any] = {"level": level}
+        args: JSONObject = {"level": level}
         for name in [server] if server is not None else self.manager.servers:
             if server is None and self.is_denied(name):
                 continue
@@ -522,7 +523,7 @@ class Guard:
             await self._run(tool, {}, caller, decision, self.manager.refresh(name), _no_size)
 
     def _server_request(
-        self, server: str, verb: str, args: dict[str, Any], caller: str | None, *, ruled_by: str | None = None
+        self, server: str, verb: str, args: JSONObject, caller: str | None, *, ruled_by: str | None = None
     ) -> tuple[ToolInfo, Decision]:
         """The audit identity of a request about ``server`` and the rules' word on it (refusals audited)."""
         tool = self._verb_tool(server, verb)
@@ -544,7 +545,7 @@ class Guard:
                 return tool
         namespace = self.manager.config.server(server).namespace
         name = f"{namespace}:{verb}" if namespace else verb
-        return ToolInfo(name=name, server=server, tool=verb, description="", input_schema={}, synthetic=True)
+        return ToolInfo.make(name=name, server=server, tool=verb, synthetic=True)
 
     def _verb_listing(self, server: str, verb: str) -> Decision:
         return self.rules.listing(self._verb_tool(server, verb))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from mcpmux.errors import MCPMuxError, UsageError
+from mcpmux.json_shapes import JSONObject
 
 __all__ = [
     "Completion",
@@ -20,7 +21,7 @@ __all__ = [
     "unreachable",
 ]
 
-Message = dict[str, Any]
+Message = JSONObject
 """One Chat Completions message (``{"role": ..., "content": ..., ...}``)."""
 
 TextSink = Callable[[str], Awaitable[None]]
@@ -116,7 +117,7 @@ class Provider(Protocol):
     async def complete(
         self,
         messages: Sequence[Message],
-        tools: Sequence[dict[str, Any]],
+        tools: Sequence[JSONObject],
         *,
         on_text: TextSink | None = None,
         max_tokens: int | None = None,
