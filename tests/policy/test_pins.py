@@ -168,10 +168,13 @@ def test_pin_hashes_stay_what_earlier_releases_stored() -> None:
     tools = [
         types.Tool(name="a", input_schema={}),
         types.Tool(
-            name="b", description="d", title="T", output_schema={},
+            name="b",
+            description="d",
+            title="T",
+            output_schema={},
             input_schema={"type": "object", "properties": {"x": {"type": "string"}}},
             annotations=types.ToolAnnotations(read_only_hint=True),
-        ),  # fmt: skip
+        ),
         types.Tool(name="c", input_schema={"type": "object"}, output_schema={"type": "object"}),
     ]
     assert [definition_hash(_tool_info("s", "s", t)) for t in tools] == [
