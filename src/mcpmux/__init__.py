@@ -65,5 +65,4 @@ if TYPE_CHECKING:
         StateStore as StateStore,
     )
 
-__getattr__, __dir__, _names = lazy_exports(__name__, __file__)
-__all__ = sorted([*_names, "__version__"])
+__getattr__, __dir__ = lazy_exports(__name__, __file__, also=("__version__",))

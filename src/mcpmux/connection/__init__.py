@@ -37,4 +37,4 @@ if TYPE_CHECKING:
         raise_for_tool_error as raise_for_tool_error,
     )
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

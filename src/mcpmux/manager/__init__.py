@@ -38,4 +38,4 @@ if TYPE_CHECKING:
         Supervisor as Supervisor,
     )
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, __file__)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
