@@ -14,12 +14,10 @@ from typing import Any, Final, TypeVar
 
 import anyio
 import mcp_types as types
-
-# The SDK's own SEP-2322 driver, the one mcp.Client uses (a private module; mcp is pinned <3).
-from mcp.client._input_required import run_input_required_driver
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.shared.dispatcher import ProgressFnT
 
+from mcpmux._private.mcp_sdk import run_input_required_driver
 from mcpmux.connection._era import is_modern
 from mcpmux.connection._errormap import FOREIGN_ERRORS
 from mcpmux.connection._evidence import Evidence
