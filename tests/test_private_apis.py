@@ -1,0 +1,183 @@
+"""Every private name of a dependency that mcpmux uses still exists, with the parameters we pass.
+
+The names are listed once, in the module of :mod:`mcpmux._private` that uses them
+(``PRIVATE_NAMES``, ``CALLED_BY``). A dependency release that renames, removes or re-signs one fails
+here with the dependency's version and the symbol, instead of somewhere in the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.metadata
+import inspect
+import subprocess
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import anyio
+import pytest
+import uvicorn
+from mcp.server import Server
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.types import Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from mcpmux._private import mcp_sdk
+from mcpmux._private import uvicorn as uvicorn_private
+from mcpmux.gateway.responses import DeferredTransport
+from mcpmux.gateway.slowloris import HeadLimitProtocol
+from mcpmux.servers._sdk import new_server
+
+SHIMS: list[ModuleType] = [mcp_sdk, uvicorn_private]
+NAMES = [(shim, name) for shim in SHIMS for name in shim.PRIVATE_NAMES]
+HOOKS = [(shim, name) for shim in SHIMS for name in shim.CALLED_BY]
+
+
+def where(shim: ModuleType, name: str) -> str:
+    dist = shim.DISTRIBUTION
+    return f"{dist} {importlib.metadata.version(dist)}: {name} (used by {shim.__name__})"
+
+
+def resolve(path: str) -> Any:
+    """The object a dotted path names: the longest importable module prefix, then attributes."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(path)
+
+
+def parameters(fn: Callable[..., Any]) -> str:
+    """``fn``'s parameters as ``PRIVATE_NAMES`` writes them: names, ``*`` before keyword-only ones."""
+    rendered: list[str] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind is param.KEYWORD_ONLY and "*" not in rendered and not any(p.startswith("*") for p in rendered):
+            rendered.append("*")
+        prefix = {param.VAR_POSITIONAL: "*", param.VAR_KEYWORD: "**"}.get(param.kind, "")
+        rendered.append(prefix + param.name)
+    return ", ".join(rendered)
+
+
+class _Socket(asyncio.Transport):
+    """Just enough of a socket transport for uvicorn's protocol to serve one request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written, self.closing = b"", False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += bytes(data)
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        pass
+
+
+async def serving_protocol() -> HttpToolsProtocol:
+    """uvicorn's httptools protocol right after serving one request (as uvicorn builds it)."""
+    answered = anyio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+        answered.set()
+
+    config = uvicorn.Config(app, http="httptools", lifespan="off", log_level="warning")
+    config.load()
+    protocol = HttpToolsProtocol(config=config, server_state=ServerState(), app_state={})
+    protocol.connection_made(_Socket())
+    protocol.data_received(b"GET / HTTP/1.1\r\nHost: probe\r\n\r\n")
+    with anyio.fail_after(30):
+        await answered.wait()
+    protocol.connection_lost(None)
+    return protocol
+
+
+async def instance(cls_path: str) -> Any:
+    """An instance of the class ``cls_path`` names, made as mcpmux makes it."""
+    if cls_path == "mcp.server.mcpserver.MCPServer":
+        return new_server("probe", "a probe")
+    if cls_path.endswith("StreamableHTTPServerTransport"):
+        return StreamableHTTPServerTransport(mcp_session_id=None)
+    if cls_path.endswith("StreamableHTTPSessionManager"):
+        return StreamableHTTPSessionManager(Server("probe"))
+    if cls_path.endswith("HttpToolsProtocol"):
+        return await serving_protocol()
+    if cls_path.endswith("RequestResponseCycle"):
+        return (await serving_protocol()).cycle
+    raise AssertionError(f"no instance factory for {cls_path}: add one here")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("shim", "name"), NAMES, ids=[name for _, name in NAMES])
+async def test_every_private_name_we_use_still_exists_with_the_parameters_we_pass(shim: ModuleType, name: str) -> None:
+    expected = shim.PRIVATE_NAMES[name]
+    if "#" in name:
+        cls_path, attr = name.split("#")
+        obj = await instance(cls_path)
+        assert hasattr(obj, attr), f"{where(shim, name)}: an instance has no attribute {attr!r} any more"
+        return
+    try:
+        target = resolve(name)
+    except (ImportError, AttributeError) as exc:
+        pytest.fail(f"{where(shim, name)}: gone ({exc})")
+    if expected is not None:
+        found = parameters(target)
+        assert found == expected, f"{where(shim, name)}: parameters are ({found}), mcpmux passes ({expected})"
+
+
+@pytest.mark.parametrize(("shim", "name"), HOOKS, ids=[name for _, name in HOOKS])
+def test_every_private_method_we_override_is_still_called_by_the_dependency(shim: ModuleType, name: str) -> None:
+    caller = shim.CALLED_BY[name]
+    method = name.rsplit(".", 1)[1]
+    source = inspect.getsource(resolve(caller))
+    assert f"self.{method}(" in source, f"{where(shim, name)}: {caller} no longer calls it; our override is dead"
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (DeferredTransport, StreamableHTTPServerTransport),
+        (mcp_sdk.SessionManager, StreamableHTTPSessionManager),
+        (HeadLimitProtocol, HttpToolsProtocol),
+        (uvicorn_private.QuietServer, uvicorn.Server),
+    ],
+)
+def test_our_subclasses_shadow_no_name_of_their_dependency_base_but_the_listed_overrides(
+    ours: type, theirs: type
+) -> None:
+    # A release adding a member under a name we also use would be overridden without a warning.
+    added = {n for cls in ours.__mro__ if cls.__module__.startswith("mcpmux") for n in vars(cls) if n[:2] != "__"}
+    intended = {name.rsplit(".", 1)[1] for shim in SHIMS for name in shim.PRIVATE_NAMES if "#" not in name}
+    shadowed = (added & set(dir(theirs))) - intended
+    assert not shadowed, f"{ours.__name__} shadows {sorted(shadowed)} of {theirs.__module__}.{theirs.__name__}"
+
+
+def test_each_shim_imports_no_other_and_the_package_imports_none() -> None:
+    code = (
+        "import sys, importlib; importlib.import_module(sys.argv[1]); "
+        "print(sorted(m for m in sys.modules if m.startswith('mcpmux._private.')))"
+    )
+    for shim in [None, *SHIMS]:
+        target = "mcpmux._private" if shim is None else shim.__name__
+        run = subprocess.run([sys.executable, "-c", code, target], capture_output=True, text=True, check=True)
+        expected = [] if shim is None else [target]
+        assert run.stdout.strip() == repr(expected), f"importing {target} loaded {run.stdout.strip()}"
