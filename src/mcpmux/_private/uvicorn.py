@@ -129,10 +129,6 @@ class HeadHooks(HttpToolsProtocol):
         """Close the connection."""
         self.transport.close()
 
-    def response_pending(self) -> bool:
-        """Whether a request is being served and its response is not complete."""
-        return self.cycle is not None and not self.cycle.response_complete
-
     # -- uvicorn's callbacks, mapped to the hooks ----------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -164,7 +160,7 @@ class HeadHooks(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         # A pipelined request already parsed may have started: its head is complete.
-        if not self.is_closing() and not self.response_pending():
+        if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
             self.head_awaited()
 
     def connection_lost(self, exc: Exception | None) -> None:
