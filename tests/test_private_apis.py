@@ -7,6 +7,7 @@ here with the dependency's version and the symbol, instead of somewhere in the g
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import importlib
 import importlib.metadata
@@ -14,6 +15,7 @@ import inspect
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -181,3 +183,55 @@ def test_each_shim_imports_no_other_and_the_package_imports_none() -> None:
         run = subprocess.run([sys.executable, "-c", code, target], capture_output=True, text=True, check=True)
         expected = [] if shim is None else [target]
         assert run.stdout.strip() == repr(expected), f"importing {target} loaded {run.stdout.strip()}"
+
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "mcpmux"
+# Underscored names the standard library documents as public.
+STDLIB_PUBLIC = {"_exit", "_asdict", "_replace", "_fields", "_make"}
+
+
+def _ours(trees: dict[Path, ast.Module]) -> set[str]:
+    """Every underscored name mcpmux itself defines (functions, classes, attributes, parameters)."""
+    names: set[str] = set()
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.alias):
+                names.add(node.asname or node.name.split(".")[-1])
+    return names
+
+
+def _foreign_private(attr: str, ours: set[str]) -> bool:
+    return attr.startswith("_") and not attr.startswith("__") and attr not in ours | STDLIB_PUBLIC
+
+
+def _foreign_private_uses(path: Path, tree: ast.Module, ours: set[str]) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            parts = node.module.split(".")
+            if parts[0] != "mcpmux" and any(p.startswith("_") and p != "__future__" for p in parts):
+                found.append(f"{path}:{node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] != "mcpmux" and any(p.startswith("_") for p in parts):
+                    found.append(f"{path}:{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.Attribute) and _foreign_private(node.attr, ours):
+            found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_private_name_of_a_dependency_is_used_outside_mcpmux_private() -> None:
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in sorted(SRC.rglob("*.py"))}
+    ours = _ours({p: t for p, t in trees.items() if "_private" not in p.parts})
+    outside = [p for p in trees if "_private" not in p.parts]
+    found = [use for path in outside for use in _foreign_private_uses(path.relative_to(SRC), trees[path], ours)]
+    assert not found, "private names of dependencies outside mcpmux._private (move them there):\n" + "\n".join(found)
