@@ -12,7 +12,9 @@ head is not complete within ``header_timeout_s`` of the connection (or of the pr
 response), and answers 431 to a head larger than :data:`MAX_HEAD_BYTES`.
 
 httptools (llhttp, C) rather than h11 (pure Python): with h11 the gateway spent ~17 % more CPU
-per short call (median of 5 interleaved runs, 1,680 vs 1,400 us).
+per short call (median of 5 interleaved runs, 1,680 vs 1,400 us). uvicorn documents only the
+protocol class as an extension point; its protocol's internals are reached through
+:class:`~mcpmux._private.uvicorn.HeadHooks`, nowhere here.
 """
 
 from __future__ import annotations
