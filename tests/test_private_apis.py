@@ -26,14 +26,25 @@ from mcp.server import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from mcpmux._private import mcp_sdk
-from mcpmux._private import uvicorn as uvicorn_private
-from mcpmux.gateway.responses import DeferredTransport
-from mcpmux.gateway.slowloris import HeadLimitProtocol
-from mcpmux.servers._sdk import new_server
+
+def _load(module: str, dist: str) -> ModuleType:
+    """A shim of :mod:`mcpmux._private`; one that cannot import says which release broke it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        version = importlib.metadata.version(dist)
+        raise ImportError(f"{dist} {version}: {module} cannot import a name it uses ({exc})") from exc
+
+
+mcp_sdk = _load("mcpmux._private.mcp_sdk", "mcp")
+uvicorn_private = _load("mcpmux._private.uvicorn", "uvicorn")
+HttpToolsProtocol = uvicorn_private.HttpToolsProtocol
+
+from mcpmux.gateway.responses import DeferredTransport  # noqa: E402 - after the shims' own check
+from mcpmux.gateway.slowloris import HeadLimitProtocol  # noqa: E402
+from mcpmux.servers._sdk import new_server  # noqa: E402
 
 SHIMS: list[ModuleType] = [mcp_sdk, uvicorn_private]
 NAMES = [(shim, name) for shim in SHIMS for name in shim.PRIVATE_NAMES]
@@ -93,7 +104,7 @@ class _Socket(asyncio.Transport):
         pass
 
 
-async def serving_protocol() -> HttpToolsProtocol:
+async def serving_protocol() -> Any:
     """uvicorn's httptools protocol right after serving one request (as uvicorn builds it)."""
     answered = anyio.Event()
 
