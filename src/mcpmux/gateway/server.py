@@ -54,8 +54,8 @@ from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
 from mcpmux.gateway.surface import Surface, build_surface
 from mcpmux.manager import ToolInfo
 from mcpmux.manager.events import ListChanged, StateChanged
-from mcpmux.naming import DEFAULT_SEPARATOR
 from mcpmux.policy import Guard
+from mcpmux.provider_names import DEFAULT_SEPARATOR
 
 __all__ = ["RESOURCE_NOT_FOUND", "Gateway"]
 
