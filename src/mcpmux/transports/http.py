@@ -36,6 +36,7 @@ from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from mcpmux.auth.attach import auth_for
 from mcpmux.config.models import NetworkServerConfig, Settings, SseServerConfig, StreamableHttpServerConfig
 from mcpmux.errors import (
     AuthRequired,
@@ -85,7 +86,10 @@ def _status_error(server: str, url: str, response: httpx2.Response) -> HTTPStatu
     except httpx2.ResponseNotRead:
         body = ""
     if response.status_code in (401, 403):
-        return AuthRequired(server, url, response.status_code, body)
+        error = AuthRequired(server, url, response.status_code, body)
+        if "bearer" in response.headers.get("WWW-Authenticate", "").lower():
+            error.hint = f"the server asks for OAuth: run `mcpmux login {server}`"
+        return error
     return HTTPStatusError(server, url, response.status_code, body)
 
 
@@ -289,6 +293,7 @@ def _client_factory(
         verify=server.verify_tls,
         event_hooks={"response": [recorder]},
         transport=transport,
+        auth=auth_for(server),
     )
 
 
