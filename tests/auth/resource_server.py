@@ -68,7 +68,7 @@ _keys: dict[str, Any] = {}
 
 
 def _fetch_keys() -> None:
-    with urllib.request.urlopen(f"{ISSUER}/jwks", timeout=10) as answer:  # noqa: S310 - loopback issuer
+    with urllib.request.urlopen(f"{ISSUER}/jwks", timeout=10) as answer:
         for key in json.load(answer)["keys"]:
             _keys[key["kid"]] = jwt.PyJWK.from_dict(key)
 
@@ -131,7 +131,12 @@ class TokenCheck:
         if not needed <= granted:
             STATS["forbidden"] += 1
             wanted = " ".join(sorted(needed | granted))
-            await _json(send, 403, {"error": "insufficient_scope"}, _challenge(f'error="insufficient_scope", scope="{wanted}", '))
+            await _json(
+                send,
+                403,
+                {"error": "insufficient_scope"},
+                _challenge(f'error="insufficient_scope", scope="{wanted}", '),
+            )
             return
         STATS["accepted"] += 1
         await self.app(scope, receive, send)

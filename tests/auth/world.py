@@ -106,7 +106,9 @@ async def scripted_browser(url: str, world: OAuthWorld | None = None) -> None:
                 continue
             form = _FORM.search(response.text)
             if form is None:
-                raise AssertionError(f"the authorization server showed no form at {response.url}: {response.text[:500]}")
+                raise AssertionError(
+                    f"the authorization server showed no form at {response.url}: {response.text[:500]}"
+                )
             action = urljoin(str(response.url), html.unescape(form.group(1)))
             response = await browser.post(action, data=_fields(response.text))
         raise AssertionError("too many redirects in the scripted login")

@@ -13,6 +13,7 @@ a step-up, and the record the broker then refreshes for every process of the mac
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import warnings
@@ -55,6 +56,10 @@ Paste = Callable[[], Awaitable[str]]
 async def open_browser(url: str) -> None:
     """Open ``url`` in the desktop's browser (does nothing visible where there is none)."""
     await anyio.to_thread.run_sync(webbrowser.open, url)
+
+
+class _ScopeNotRegistered(OAuthFlowError):
+    """The authorization server refused the scope asked for (``invalid_scope``) of a registered client."""
 
 
 class _Storage:
@@ -163,7 +168,17 @@ async def login(
         if auth.grant == "client_credentials":
             record = await _client_credentials(flow, auth)
         else:
-            record = await _authorization_code(flow, auth, browser or open_browser, paste, timeout_s)
+            try:
+                record = await _authorization_code(flow, auth, browser or open_browser, paste, timeout_s)
+            except _ScopeNotRegistered:
+                if auth.client_id is not None or auth.client_metadata_url is not None:
+                    raise
+                # Authorization servers such as oidc-provider bind a dynamically registered client to
+                # the scopes it registered with: a step-up beyond them needs a registration that
+                # names them. Once, and only then, is the kept registration replaced.
+                logger.info("oauth: server %r: registering again for the wider scope", server.name)
+                await anyio.to_thread.run_sync(vault.save, flow.record(client=None))
+                record = await _authorization_code(flow, auth, browser or open_browser, paste, timeout_s)
     except OAuthFlowError as exc:
         raise OAuthError(server.name, server.url, str(exc)) from exc
     await anyio.to_thread.run_sync(vault.save, record)
@@ -193,6 +208,8 @@ async def _authorization_code(
 
         async def callback() -> AuthorizationCodeResult:
             params = await _first_redirect(redirect, paste, timeout_s, flow)
+            if params.get("error") == "invalid_scope" and flow.wanted_scope:
+                raise _ScopeNotRegistered(f"the authorization server refused the scope {flow.wanted_scope!r}")
             if "error" in params:
                 detail = params.get("error_description", "")
                 raise OAuthFlowError(f"the authorization server refused: {params['error']} {detail}".strip())
@@ -257,10 +274,30 @@ async def _first_redirect(
     return result
 
 
+class _WiderRegistration(httpx2.AsyncBaseTransport):
+    """Adds the step-up scopes to a dynamic registration (the SDK registers the scopes it was challenged for)."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, wanted: str | None) -> None:
+        self._inner, self._wanted = inner, wanted
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._wanted and request.method == "POST" and request.headers.get("content-type") == "application/json":
+            body = json.loads(await request.aread())
+            if isinstance(body, dict) and "redirect_uris" in body and "grant_types" in body:
+                scope = " ".join(dict.fromkeys([*str(body.get("scope") or "").split(), *self._wanted.split()]))
+                headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
+                request = httpx2.Request("POST", request.url, headers=headers, json={**body, "scope": scope})
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 async def _probe(flow: _Flow, provider: OAuthClientProvider) -> None:
     """One request to the server through the provider: its 401 starts the SDK's flow."""
     server = flow.server
-    transport = GuardedTransport(httpx2.AsyncHTTPTransport(verify=server.verify_tls), flow.policy)
+    inner = _WiderRegistration(httpx2.AsyncHTTPTransport(verify=server.verify_tls), flow.wanted_scope)
+    transport = GuardedTransport(inner, flow.policy)
     headers = {key: value.get_secret_value() for key, value in server.headers.items() if key.lower() != "authorization"}
     async with httpx2.AsyncClient(auth=provider, transport=transport, headers=headers, timeout=30.0) as http:
         try:

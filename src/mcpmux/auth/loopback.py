@@ -60,10 +60,16 @@ class LoopbackRedirect:
             listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
         bound = listener.extra(anyio.abc.SocketAttribute.local_port)
         send, receive = anyio.create_memory_object_stream[dict[str, str]](4)
+        failure: Exception | None = None
         async with listener, send, receive, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, lambda stream: _answer(stream, send))
-            yield cls(f"http://127.0.0.1:{bound}{CALLBACK_PATH}", receive)
+            try:
+                yield cls(f"http://127.0.0.1:{bound}{CALLBACK_PATH}", receive)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group (not as a group)
+                failure = exc
             tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
 
 
 async def _answer(stream: SocketStream, sink: MemoryObjectSendStream[dict[str, str]]) -> None:
