@@ -55,7 +55,7 @@ def write_note(text: str) -> str:
 
 
 def _prm() -> dict[str, object]:
-    servers = {"ssrf": "http://169.254.169.254/", "wrong-issuer": BASE, "http-as": "http://auth.example.com/"}
+    servers = {"ssrf": "https://169.254.169.254/", "wrong-issuer": BASE, "http-as": "http://auth.example.com/"}
     return {
         "resource": RESOURCE,
         "authorization_servers": [servers.get(MODE, ISSUER)],
@@ -94,7 +94,7 @@ async def _json(send: Send, status: int, body: object, headers: list[tuple[bytes
 
 
 def _challenge(extra: str = "") -> list[tuple[bytes, bytes]]:
-    metadata = f"{BASE}{PRM_PATH}" if MODE != "ssrf-header" else "http://10.0.0.7/.well-known/oauth-protected-resource"
+    metadata = f"{BASE}{PRM_PATH}" if MODE != "ssrf-header" else "https://10.0.0.7/.well-known/oauth-protected-resource"
     return [(b"www-authenticate", f'Bearer {extra}resource_metadata="{metadata}"'.encode())]
 
 
