@@ -8,10 +8,10 @@ cross-process lock, so the family is never revoked: 0 forced re-logins, 0 failed
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -41,20 +41,17 @@ async def test_eight_processes_share_one_login_through_rotations_without_a_faile
     with anyio.fail_after(60):
         await login(server, open_vault(), browser=lambda url: scripted_browser(url, world))
     argv = [sys.executable, str(WORKER), world.mcp_url, str(RUN_S)]
-    workers = [
-        subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(PROCESSES)
-    ]
-    reports = []
-    try:
-        for worker in workers:
-            out, err = worker.communicate(timeout=RUN_S + 90)
-            assert worker.returncode == 0, err.decode()[-2000:]
-            reports.append(json.loads(out.decode().strip().splitlines()[-1]))
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
+    reports: list[dict[str, Any]] = []
+
+    async def one_process() -> None:
+        result = await anyio.run_process(argv, cwd=ROOT, check=False)  # killed and reaped if cancelled
+        assert result.returncode == 0, result.stderr.decode()[-2000:]
+        reports.append(json.loads(result.stdout.decode().strip().splitlines()[-1]))
+
+    with anyio.fail_after(RUN_S + 120):
+        async with anyio.create_task_group() as tg:
+            for _ in range(PROCESSES):
+                tg.start_soon(one_process)
     failures = [failure for report in reports for failure in report["failures"]]
     stats = world.as_stats()
     assert failures == []

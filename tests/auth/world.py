@@ -90,8 +90,12 @@ def _fields(page: str) -> dict[str, str]:
     return values
 
 
-async def scripted_browser(url: str, world: OAuthWorld | None = None) -> None:
-    """Be the person: open ``url``, sign in as alice, consent, follow every redirect to the loopback one."""
+async def scripted_browser(url: str, world: OAuthWorld | None = None, *, land: bool = True) -> str:
+    """Be the person: open ``url``, sign in as alice, consent, follow every redirect to the loopback one.
+
+    Returns the loopback redirect's URL; with ``land=False`` it is not visited (a browser on another
+    machine, whose address the person copies).
+    """
     if world is not None:
         world.visited.append(url)
     async with httpx2.AsyncClient(timeout=30.0, follow_redirects=False) as browser:
@@ -100,8 +104,9 @@ async def scripted_browser(url: str, world: OAuthWorld | None = None) -> None:
             if response.is_redirect:
                 target = urljoin(str(response.url), response.headers["location"])
                 if target.startswith("http://127.0.0.1") and "/callback?" in target:
-                    await browser.get(target)  # the loopback redirect: mcpmux takes it from here
-                    return
+                    if land:
+                        await browser.get(target)  # the loopback redirect: mcpmux takes it from here
+                    return target
                 response = await browser.get(target)
                 continue
             form = _FORM.search(response.text)
