@@ -2,25 +2,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
+import httpx2
+
 from mcpmux.auth.broker import BrokeredAuth, TokenBroker
 from mcpmux.auth.netguard import policy_for
 from mcpmux.auth.vault import AuthRecord, open_vault
 from mcpmux.config.models import NetworkServerConfig, SseServerConfig, StreamableHttpServerConfig
 
-__all__ = ["auth_for"]
+__all__ = ["Browser", "auth_for", "enable_interactive_login"]
+
+Browser = Callable[[str], Awaitable[None]]
+
+_browser: Browser | None = None
+
+
+def enable_interactive_login(browser: Browser | None) -> None:
+    """Let sessions of this process log in when a server asks (401 with no usable login, 403 step-up).
+
+    For faces with a person at hand (chat, a conformance client): ``browser`` shows the URL. ``None``
+    turns it off again (the default: servers then go to ``needs-auth`` and say ``mcpmux login NAME``).
+    """
+    global _browser
+    _browser = browser
 
 
 def auth_for(server: NetworkServerConfig) -> BrokeredAuth | None:
     """The ``httpx2`` auth of ``server``: its OAuth tokens, or ``None`` when it does not use OAuth.
 
-    A server uses OAuth when it has an ``auth`` block, or when someone ran ``mcpmux login`` for it
-    and it sets no ``Authorization`` header of its own.
+    A server uses OAuth when it has an ``auth`` block, or when it sets no ``Authorization`` header of
+    its own and someone ran ``mcpmux login`` for it (or this process logs in on demand).
     """
     if not isinstance(server, StreamableHttpServerConfig | SseServerConfig):
         return None
     vault = open_vault()
     own_header = any(key.lower() == "authorization" for key in server.headers)
-    if server.auth is None and (own_header or server.name not in vault.servers()):
+    if server.auth is None and (own_header or (server.name not in vault.servers() and _browser is None)):
         return None
     broker = TokenBroker(server.name, server.url, vault, policy_for(server), verify_tls=server.verify_tls)
     bootstrap = None
@@ -31,4 +49,13 @@ def auth_for(server: NetworkServerConfig) -> BrokeredAuth | None:
 
             return await login(server, vault)
 
-    return BrokeredAuth(broker, bootstrap)
+    interactive = None
+    browser = _browser
+    if browser is not None and (server.auth is None or server.auth.grant == "authorization_code"):
+
+        async def interactive(request: httpx2.Request, response: httpx2.Response) -> AuthRecord:
+            from mcpmux.auth.login import login
+
+            return await login(server, vault, browser=browser, challenge=(request, response))
+
+    return BrokeredAuth(broker, bootstrap, interactive)

@@ -130,6 +130,10 @@ class TokenBroker:
             self.refreshes += 1
             return fresh.access_token
 
+    def forget(self) -> None:
+        """Drop the cached record: the next token is read from the store (a login just replaced it)."""
+        self._record = None
+
     async def note_scope(self, scope: str) -> None:
         """Remember a scope the server asked for (403 ``insufficient_scope``): the next login asks the union."""
         async with self._local, record_lock(self.server):
@@ -207,10 +211,16 @@ class BrokeredAuth(httpx2.Auth):
     the server ``needs-auth``).
     """
 
-    def __init__(self, broker: TokenBroker, bootstrap: Callable[[], Awaitable[object]] | None = None) -> None:
+    def __init__(
+        self,
+        broker: TokenBroker,
+        bootstrap: Callable[[], Awaitable[object]] | None = None,
+        interactive: Callable[[httpx2.Request, httpx2.Response], Awaitable[object]] | None = None,
+    ) -> None:
         self.broker = broker
         self._origin = origin_of(broker.url)
         self._bootstrap = bootstrap
+        self._interactive = interactive
 
     async def _quietly(self, stale: str | None, *, refresh: bool) -> str | None:
         try:
@@ -227,18 +237,35 @@ class BrokeredAuth(httpx2.Auth):
         if token is not None:
             request.headers["Authorization"] = f"Bearer {token}"
         response = yield request
+        fresh: str | None = None
         if response.status_code == 401:
             fresh = await self._quietly(token, refresh=True)
             if fresh is None and self._bootstrap is not None:
                 fresh = await self._first_token()
-            if fresh is not None and fresh != token:
-                request.headers["Authorization"] = f"Bearer {fresh}"
-                yield request
+            if fresh is None and self._interactive is not None:
+                fresh = await self._log_in(request, response)
         elif response.status_code == 403:
             challenge = response.headers.get("WWW-Authenticate", "")
             scope = _challenge_field(challenge, "scope")
             if "insufficient_scope" in challenge and scope:
                 await self.broker.note_scope(scope)
+                if self._interactive is not None:
+                    fresh = await self._log_in(request, response)
+        if fresh is not None and fresh != token:
+            request.headers["Authorization"] = f"Bearer {fresh}"
+            yield request
+
+    async def _log_in(self, request: httpx2.Request, response: httpx2.Response) -> str | None:
+        """Where a person is at hand (a face enabled it), log in from this answer, once per answer."""
+        assert self._interactive is not None
+        await response.aread()
+        try:
+            await self._interactive(request, response)
+            self.broker.forget()
+            return await self.broker.token()
+        except (OAuthError, TimeoutError) as exc:
+            logger.warning("%s", exc)
+            return None
 
     async def _first_token(self) -> str | None:
         """Machine-to-machine servers log in by themselves (client credentials, no person involved)."""

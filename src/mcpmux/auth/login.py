@@ -37,7 +37,7 @@ from mcpmux.auth.vault import AuthRecord, Vault
 from mcpmux.config.models import OAuthConfig, SseServerConfig, StreamableHttpServerConfig
 from mcpmux.errors import OAuthError
 
-__all__ = ["LOGIN_TIMEOUT_S", "Browser", "Paste", "login", "open_browser"]
+__all__ = ["LOGIN_TIMEOUT_S", "Browser", "Challenge", "Paste", "login", "open_browser"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,8 @@ PROTOCOL_VERSION = "2025-11-25"
 HttpServer = StreamableHttpServerConfig | SseServerConfig
 Browser = Callable[[str], Awaitable[None]]
 """Shows the authorization URL to a person (opens a browser, prints it, or a test follows it)."""
+Challenge = tuple[httpx2.Request, httpx2.Response]
+"""A request of a session and the 401/403 answer (body read) that calls for a login."""
 Paste = Callable[[], Awaitable[str]]
 """Reads the redirect URL a person pasted (headless machines: the browser is elsewhere)."""
 
@@ -92,6 +94,7 @@ class _Flow:
     vault: Vault
     policy: UrlPolicy
     wanted_scope: str | None
+    challenge: Challenge | None = None
 
     def record(self, **changes: object) -> AuthRecord:
         record = self.vault.load(self.server.name)
@@ -111,7 +114,7 @@ class _Flow:
             return OAuthClientInformationFull(
                 client_id=auth.client_id,
                 client_secret=secret,
-                token_endpoint_auth_method="client_secret_post" if secret else "none",
+                token_endpoint_auth_method="client_secret_basic" if secret else "none",
                 redirect_uris=None,
             )
         record = self.vault.load(self.server.name)
@@ -147,6 +150,7 @@ async def login(
     browser: Browser | None = None,
     paste: Paste | None = None,
     timeout_s: float = LOGIN_TIMEOUT_S,
+    challenge: Challenge | None = None,
 ) -> AuthRecord:
     """Log in to ``server`` and store the record every mcpmux process of the machine then uses.
 
@@ -156,6 +160,8 @@ async def login(
         browser: shows the authorization URL (default: open the desktop browser).
         paste: reads a pasted redirect URL, raced against the loopback redirect (headless use).
         timeout_s: how long the person has.
+        challenge: the request a session sent and the 401 or 403 it got; the flow starts from that
+            answer instead of probing the server (which may protect only some methods or tools).
 
     Raises:
         OAuthError: discovery, registration, authorization or token exchange failed or was refused.
@@ -163,7 +169,7 @@ async def login(
     auth = server.auth or OAuthConfig()
     previous = await anyio.to_thread.run_sync(vault.load, server.name)
     wanted = previous.wanted_scope if previous is not None else None
-    flow = _Flow(server, vault, policy_for(server), " ".join(auth.scopes) or wanted)
+    flow = _Flow(server, vault, policy_for(server), " ".join(auth.scopes) or wanted, challenge)
     try:
         if auth.grant == "client_credentials":
             record = await _client_credentials(flow, auth)
@@ -293,11 +299,17 @@ class _WiderRegistration(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+MAX_FLOW_STEPS = 16
+
+
 async def _probe(flow: _Flow, provider: OAuthClientProvider) -> None:
-    """One request to the server through the provider: its 401 starts the SDK's flow."""
+    """Start the SDK's flow: from the session's challenge, else from one request to the server."""
     server = flow.server
     inner = _WiderRegistration(httpx2.AsyncHTTPTransport(verify=server.verify_tls), flow.wanted_scope)
     transport = GuardedTransport(inner, flow.policy)
+    if flow.challenge is not None:
+        await _from_challenge(provider, transport, *flow.challenge)
+        return
     headers = {key: value.get_secret_value() for key, value in server.headers.items() if key.lower() != "authorization"}
     async with httpx2.AsyncClient(auth=provider, transport=transport, headers=headers, timeout=30.0) as http:
         try:
@@ -311,6 +323,40 @@ async def _probe(flow: _Flow, provider: OAuthClientProvider) -> None:
             raise OAuthError(server.name, server.url, f"request failed: {exc!r}") from exc
     if status in (401, 403):
         raise OAuthError(server.name, server.url, f"the server still answers HTTP {status} after the login")
+
+
+async def _from_challenge(
+    provider: OAuthClientProvider,
+    transport: httpx2.AsyncBaseTransport,
+    request: httpx2.Request,
+    answer: httpx2.Response,
+) -> None:
+    """Drive the provider's auth flow (httpx's public ``Auth`` protocol) from an answer already received.
+
+    The flow's own requests (metadata, registration, token) are sent here; when it is ready to send the
+    session's request again, it stops: the session retries that request itself, so nothing runs twice.
+    """
+    bare = httpx2.Request(request.method, request.url, headers=_without_authorization(request.headers))
+    steps = provider.async_auth_flow(bare)
+    try:
+        outgoing = await steps.__anext__()
+        outgoing = await steps.asend(answer)
+        async with httpx2.AsyncClient(transport=transport, timeout=30.0) as http:
+            for _ in range(MAX_FLOW_STEPS):
+                if outgoing.method == request.method and outgoing.url == request.url:
+                    return
+                response = await http.send(outgoing)
+                await response.aread()
+                outgoing = await steps.asend(response)
+    except StopAsyncIteration:
+        return
+    finally:
+        await steps.aclose()
+    raise OAuthFlowError(f"the OAuth flow took more than {MAX_FLOW_STEPS} requests")
+
+
+def _without_authorization(headers: httpx2.Headers) -> dict[str, str]:
+    return {key: value for key, value in headers.items() if key.lower() not in ("authorization", "content-length")}
 
 
 _MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": PROTOCOL_VERSION}
