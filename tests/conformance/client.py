@@ -22,8 +22,10 @@ from mcpmux.config.models import OAuthConfig, Settings, StreamableHttpServerConf
 from mcpmux.connection import ClientCallbacks, Connection, raise_for_tool_error
 from mcpmux.errors import MCPMuxError
 
-CONNECT_TIMEOUT_MS = 15_000
-CALL_TIMEOUT_MS = 15_000
+# Generous: with every scenario starting at once on 2 cores, a login (discovery, registration,
+# authorization, token) inside the connect takes tens of seconds.
+CONNECT_TIMEOUT_MS = 90_000
+CALL_TIMEOUT_MS = 90_000
 
 # A tool per scenario and its arguments; a scenario not listed lists tools and calls none.
 SCENARIO_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -59,7 +61,14 @@ def oauth_config(scenario: str) -> OAuthConfig | None:
     context: dict[str, Any] = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     client_id, secret = context.get("client_id"), context.get("client_secret")
     if scenario.startswith("auth/client-credentials"):
-        return OAuthConfig(grant="client_credentials", client_id=client_id, client_secret=secret)
+        key, algorithm = context.get("private_key_pem"), context.get("signing_algorithm", "ES256")
+        return OAuthConfig(
+            grant="client_credentials",
+            client_id=client_id,
+            client_secret=secret,
+            private_key=key,
+            signing_algorithm=algorithm,
+        )
     return OAuthConfig(client_id=client_id, client_secret=secret, client_metadata_url=CIMD_URL)
 
 

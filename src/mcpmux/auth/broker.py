@@ -151,6 +151,9 @@ class TokenBroker:
         if endpoint is None or "client_id" not in client:
             raise OAuthError(self.server, self.url, "the stored login has no token endpoint or client; log in again")
         form: dict[str, str] = {"client_id": str(client["client_id"]), "resource": record.resource}
+        if record.grant == "client_credentials" and client.get("token_endpoint_auth_method") == "private_key_jwt":
+            # Each token request needs a freshly signed assertion: the login (bootstrap) does it.
+            raise OAuthError(self.server, self.url, "the client-credentials token expired; a new assertion is due")
         if record.grant == "client_credentials":
             form["grant_type"] = "client_credentials"
             if record.wanted_scope:

@@ -25,7 +25,11 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 import anyio
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
@@ -237,20 +241,38 @@ async def _authorization_code(
 
 async def _client_credentials(flow: _Flow, auth: OAuthConfig) -> AuthRecord:
     assert auth.client_id is not None, "checked by OAuthConfig"
-    assert auth.client_secret is not None, "checked by OAuthConfig"
     storage = _Storage(None, flow.keep_client)
+    scope = " ".join(auth.scopes) or None
+    provider: OAuthClientProvider
     with warnings.catch_warnings():
         # Without `issuer` the SDK warns that the MCP server picks the authorization server; the
         # URL rules still apply to whatever it picks.
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        provider = ClientCredentialsOAuthProvider(
-            flow.server.url,
-            storage,
-            auth.client_id,
-            auth.client_secret.get_secret_value(),
-            scope=" ".join(auth.scopes) or None,
-            issuer=auth.issuer,
-        )
+        if auth.private_key is not None:
+            signer = SignedJWTParameters(
+                issuer=auth.client_id,
+                subject=auth.client_id,
+                signing_key=auth.private_key.get_secret_value(),
+                signing_algorithm=auth.signing_algorithm,
+            )
+            provider = PrivateKeyJWTOAuthProvider(
+                flow.server.url,
+                storage,
+                auth.client_id,
+                signer.create_assertion_provider(),
+                scope=scope,
+                issuer=auth.issuer,
+            )
+        else:
+            assert auth.client_secret is not None, "checked by OAuthConfig"
+            provider = ClientCredentialsOAuthProvider(
+                flow.server.url,
+                storage,
+                auth.client_id,
+                auth.client_secret.get_secret_value(),
+                scope=scope,
+                issuer=auth.issuer,
+            )
     await _probe(flow, provider)
     return _finish(flow, provider, storage, "client_credentials")
 

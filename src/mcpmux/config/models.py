@@ -256,12 +256,15 @@ class OAuthConfig(_Frozen):
 
     With no ``client_id`` and no ``client_metadata_url`` the client registers itself dynamically
     (RFC 7591) once, and keeps the registration. ``grant: client_credentials`` needs ``client_id``
-    and ``client_secret`` and never opens a browser.
+    and ``client_secret``, or ``private_key`` (PEM, for ``private_key_jwt`` assertions signed with
+    ``signing_algorithm``), and never opens a browser.
     """
 
     grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
     client_id: str | None = None
     client_secret: SecretStr | None = None
+    private_key: SecretStr | None = None
+    signing_algorithm: str = "RS256"
     client_metadata_url: str | None = None
     scopes: tuple[str, ...] = ()
     issuer: str | None = None
@@ -272,8 +275,10 @@ class OAuthConfig(_Frozen):
 
     @model_validator(mode="after")
     def _credentials_for_grant(self) -> Self:
-        if self.grant == "client_credentials" and (self.client_id is None or self.client_secret is None):
-            raise ValueError("grant 'client_credentials' needs client_id and client_secret")
+        if self.grant == "client_credentials" and (
+            self.client_id is None or (self.client_secret is None and self.private_key is None)
+        ):
+            raise ValueError("grant 'client_credentials' needs client_id and client_secret (or private_key)")
         return self
 
 
