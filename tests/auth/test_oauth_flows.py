@@ -196,3 +196,29 @@ async def test_no_token_or_secret_reaches_the_logs(short_world: OAuthWorld, capl
     secrets = [record.tokens.access_token, str(record.tokens.refresh_token)]
     shown = caplog.text + repr(record) + str(record.describe())
     assert not [secret for secret in secrets if secret in shown]
+
+
+@pytest.fixture
+def person_at_hand(world: OAuthWorld) -> Iterator[None]:
+    from mcpmux.auth.attach import enable_interactive_login
+
+    enable_interactive_login(lambda url: scripted_browser(url, world))
+    try:
+        yield
+    finally:
+        enable_interactive_login(None)
+
+
+@pytest.mark.usefixtures("person_at_hand")
+async def test_a_face_with_a_person_at_hand_logs_in_and_steps_up_inside_the_session(world: OAuthWorld) -> None:
+    with anyio.fail_after(DEADLINE_S):
+        async with manager(notes(world)) as mux:  # no login yet: the first 401 starts one
+            assert text(await mux.call_tool("notes:read_note", {})) == "the note"
+            # 403 insufficient_scope mid-session: one step-up login from that answer, then the retry
+            assert text(await mux.call_tool("notes:write_note", {"text": "up"})) == "saved up"
+            assert text(await mux.call_tool("notes:read_note", {})) == "the note"
+    # login; step-up refused at once by oidc-provider (scopes bound to the registration); step-up again
+    # after one new registration naming the union
+    assert len(world.visited) == 3
+    assert world.as_stats()["registrations"] == 2
+    assert world.rs_stats()["forbidden"] == 1
