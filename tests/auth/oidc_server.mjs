@@ -3,13 +3,15 @@
 // (RFC 8707: JWT access tokens whose audience is the MCP server), refresh-token rotation with family
 // revocation on reuse, client credentials, and token revocation. Listens on 127.0.0.1 only.
 //
-// usage: PORT=... node oidc_server.mjs PROVIDER_DIR RESOURCE_URL ACCESS_TTL_S
+// usage: PORT=... node oidc_server.mjs PROVIDER_DIR RESOURCE_URL[,RESOURCE_URL...] ACCESS_TTL_S
 // GET /test/stats answers counters of the grants it served (for the tests' assertions).
 import http from 'node:http';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const [providerDir, resource, ttlText] = process.argv.slice(2);
+const [providerDir, resourceList, ttlText] = process.argv.slice(2);
+const resources = resourceList.split(',');
+const resource = resources[0];
 const portText = process.env.PORT;
 const { default: Provider } = await import(pathToFileURL(path.join(providerDir, 'lib', 'index.js')).href);
 const port = Number(portText);
@@ -38,10 +40,10 @@ const provider = new Provider(issuer, {
       defaultResource: async () => resource,
       useGrantedResource: async () => true,
       getResourceServerInfo: async (_ctx, indicator) => {
-        if (indicator !== resource) throw new Error(`unknown resource ${indicator}`);
+        if (!resources.includes(indicator)) throw new Error(`unknown resource ${indicator}`);
         return {
           scope: 'mcp:read mcp:write',
-          audience: resource,
+          audience: indicator,
           accessTokenTTL: ttl,
           accessTokenFormat: 'jwt',
           jwt: { sign: { alg: 'RS256' } },

@@ -58,15 +58,19 @@ class OAuthWorld:
 
 
 @contextlib.contextmanager
-def oauth_world(mode: str = "normal", access_ttl_s: int = 300) -> Iterator[OAuthWorld]:
-    """Run the authorization server and the MCP resource server; yield where they are."""
+def oauth_world(mode: str = "normal", access_ttl_s: int = 300, also_for: tuple[str, ...] = ()) -> Iterator[OAuthWorld]:
+    """Run the authorization server and the MCP resource server; yield where they are.
+
+    ``also_for``: more resource URLs the authorization server issues tokens for (a gateway under test).
+    """
     try:
         provider, node = _installed("oidc-provider/lib/index.js").parents[1], _installed("node/bin/node")
     except PeersNotInstalledError as exc:
         pytest.fail(str(exc), pytrace=False)
     rs_port = free_port()
     mcp_url = f"http://127.0.0.1:{rs_port}/mcp"
-    as_argv = [str(node), str(HERE / "oidc_server.mjs"), str(provider), mcp_url, str(access_ttl_s)]
+    resources = ",".join((mcp_url, *also_for))
+    as_argv = [str(node), str(HERE / "oidc_server.mjs"), str(provider), resources, str(access_ttl_s)]
     with run_listening(as_argv) as as_port:
         issuer = f"http://127.0.0.1:{as_port}"
         rs_argv = [sys.executable, str(HERE / "resource_server.py"), issuer, mode]

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
 from starlette.types import Receive, Scope, Send
 
+from mcpmux.config.models import OAuthConfig, Settings, StreamableHttpServerConfig
+from mcpmux.connection import Connection
 from mcpmux.gateway.oauth_resource import PRM_PATH, ExternalTokens, OAuthResourceSettings
 from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
 from tests.auth.world import OAuthWorld, oauth_world
+from tests.peers.fixtures import free_port, run_listening
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
 
@@ -88,3 +93,26 @@ async def test_tokens_that_are_not_for_this_gateway_are_refused_with_a_pointer_t
         "bearer_methods_supported": ["header"],
         "scopes_supported": ["mcp:read"],
     }
+
+
+async def test_mcpmux_logs_in_to_a_gateway_that_accepts_its_issuers_tokens(tmp_path: Path) -> None:
+    """Both directions, real processes: ``mcpmux serve --http --oauth-issuer`` in front, mcpmux's client
+    (client credentials) discovering it from the 401, oidc-provider issuing a token for the gateway."""
+    port = free_port()
+    gateway_url = f"http://127.0.0.1:{port}/mcp"
+    with oauth_world(also_for=(gateway_url,)) as world:
+        config = tmp_path / "gateway.yaml"
+        config.write_text("mcp:\n  servers:\n    - name: notes\n      type: http\n      url: " + world.mcp_url + "\n")
+        argv = [
+            sys.executable, "-m", "mcpmux", "--config", str(config), "serve", "--http", f"127.0.0.1:{port}",
+            "--oauth-issuer", world.issuer, "--oauth-resource", gateway_url,
+        ]  # fmt: skip
+        with run_listening(argv, port=port):
+            metadata = httpx2.get(f"http://127.0.0.1:{port}{PRM_PATH}/mcp", timeout=10).json()
+            assert metadata["authorization_servers"] == [world.issuer]
+            auth = OAuthConfig(grant="client_credentials", client_id="robot", client_secret="robot-secret-0123456789")
+            server = StreamableHttpServerConfig(name="gw", url=gateway_url, auth=auth)
+            with anyio.fail_after(90):
+                async with Connection(server, Settings(connect_timeout_ms=60_000)) as conn:
+                    await conn.list_tools()
+        assert world.as_stats()["client_credentials"] == 1
