@@ -88,7 +88,7 @@ def _status_error(server: str, url: str, response: httpx2.Response) -> HTTPStatu
     if response.status_code in (401, 403):
         error = AuthRequired(server, url, response.status_code, body)
         if "bearer" in response.headers.get("WWW-Authenticate", "").lower():
-            error.hint = f"the server asks for OAuth: run `mcpmux login {server}`"
+            error.hint = f"the server asks for OAuth: run `mcpmux login {server}` (or set an Authorization header)"
         return error
     return HTTPStatusError(server, url, response.status_code, body)
 
