@@ -9,15 +9,23 @@
         async with served.connection() as conn:   # or hand served.config to mcpmux / the SDK
             await conn.call_tool("echo", {"text": "hi"})
     assert mock.calls[0].arguments == {"text": "hi"}
+
+Names load on first use (see ``mcpmux._lazy``): the pytest plugin imports this package in every
+test run, and stays cheap until a fixture is used.
 """
 
 from __future__ import annotations
 
-from mcpmux.testing.assertions import assert_called
-from mcpmux.testing.failures import Crash, Delay, Error, GarbageOutput, Hang, HugeResult, ListChangedAfter
-from mcpmux.testing.mock import ERAS, Call, Era, MockServer
-from mcpmux.testing.serving import TRANSPORTS, Served, TransportName, serve
-from mcpmux.testing.session import open_manager
+from typing import TYPE_CHECKING
+
+from mcpmux._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from mcpmux.testing.assertions import assert_called
+    from mcpmux.testing.failures import Crash, Delay, Error, GarbageOutput, Hang, HugeResult, ListChangedAfter
+    from mcpmux.testing.mock import ERAS, Call, Era, MockServer
+    from mcpmux.testing.serving import TRANSPORTS, Served, TransportName, serve
+    from mcpmux.testing.session import open_manager
 
 __all__ = [
     "ERAS",
@@ -38,3 +46,15 @@ __all__ = [
     "open_manager",
     "serve",
 ]
+
+_FAILURES = ("Crash", "Delay", "Error", "GarbageOutput", "Hang", "HugeResult", "ListChangedAfter")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "assert_called": "mcpmux.testing.assertions",
+        **dict.fromkeys(_FAILURES, "mcpmux.testing.failures"),
+        **dict.fromkeys(("ERAS", "Call", "Era", "MockServer"), "mcpmux.testing.mock"),
+        **dict.fromkeys(("TRANSPORTS", "Served", "TransportName", "serve"), "mcpmux.testing.serving"),
+        "open_manager": "mcpmux.testing.session",
+    },
+)

@@ -113,6 +113,9 @@ class MockRuntime(Server[Any]):
                 self._sessions.discard(scope)
                 to_server.close()
                 from_gate.close()
+                # Ours to close: the SDK's SSE transport leaves the session's read stream open.
+                with anyio.CancelScope(shield=True):
+                    await read_stream.aclose()
         if scope.cancelled_caught:
             await write_stream.aclose()
 
