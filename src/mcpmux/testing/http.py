@@ -41,7 +41,7 @@ LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
 
-def build_app(runtime: MockRuntime) -> ASGIApp:
+def build_app(runtime: MockRuntime) -> MockGate:
     """The mock's ASGI application: ``/mcp`` (both eras), ``/sse`` and ``/messages/`` (legacy SSE)."""
     security = TransportSecuritySettings(allowed_hosts=LOOPBACK_HOSTS, allowed_origins=LOOPBACK_ORIGINS)
     # JSON answers: a gate can read and rewrite each one (notifications go on the GET stream).
@@ -72,6 +72,12 @@ class MockGate:
     def __init__(self, app: ASGIApp, runtime: MockRuntime) -> None:
         self.app, self.runtime = app, runtime
         self.gate = EraGate(runtime)
+        self._inflight: set[anyio.CancelScope] = set()
+
+    def crash(self) -> None:
+        """Cut every request in flight: each client gets a response that breaks off mid-body."""
+        for scope in list(self._inflight):
+            scope.cancel()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -90,10 +96,24 @@ class MockGate:
             await _json(send, refused.model_dump(mode="json", by_alias=True, exclude_unset=True))
             return
         replay = _replaying(body, receive)
-        if message is None or not self._may_rewrite(message):
-            await self.app(scope, replay, send)
-            return
-        await self._rewritten(scope, replay, send)
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        with anyio.CancelScope() as inflight:
+            self._inflight.add(inflight)
+            try:
+                if message is None or not self._may_rewrite(message):
+                    await self.app(scope, replay, tracking)
+                else:
+                    await self._rewritten(scope, replay, tracking)
+            finally:
+                self._inflight.discard(inflight)
+        if inflight.cancelled_caught:
+            await _break_off(send, started)
 
     def _authorized(self, scope: Scope) -> bool:
         token = self.runtime.mock.bearer
@@ -140,6 +160,14 @@ class MockGate:
         headers[b"content-length"] = str(len(body)).encode()
         await send({**start, "headers": list(headers.items())})
         await send({"type": "http.response.body", "body": body})
+
+
+async def _break_off(send: Send, started: bool) -> None:
+    """End a response the way a dying server does: a promised body that never arrives (uvicorn closes)."""
+    if not started:
+        head = [(b"content-type", b"application/json"), (b"content-length", b"4096")]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+    await send({"type": "http.response.body", "body": b'{"jsonrpc": "2.0", ', "more_body": True})
 
 
 def _parse(body: bytes) -> types.JSONRPCMessage | None:
@@ -209,28 +237,30 @@ async def serve_http(
     A crash (``runtime``'s crash hook is set here) stops the server at once, dropping every
     connection, and serves again on the same port with fresh sessions.
     """
-    crashed = anyio.Event()
-
-    async def crash(failure: Crash) -> None:
-        await runtime.drop_sessions(failure)
-        crashed.set()
-
-    runtime.set_crash_hook(crash)
-    sock = _bind(0)
+    sock: socket.socket | None = _bind(0)
     port = sock.getsockname()[1]
     task_status.started(port)
     while not stop.is_set():
-        await _serve_once(runtime, sock, stop, crashed)
+        sock = sock or _bind(port)
+        crashed = anyio.Event()
+        app = build_app(runtime)
+
+        async def crash(failure: Crash, app: MockGate = app, crashed: anyio.Event = crashed) -> None:
+            app.crash()
+            await runtime.drop_sessions(failure)
+            crashed.set()
+
+        runtime.set_crash_hook(crash)
+        await _serve_once(app, sock, stop, crashed)  # closes sock
+        sock = None
         if crashed.is_set():
             logger.info("mock %r restarts on port %d after a crash", runtime.mock.name, port)
-            crashed = anyio.Event()
-            sock = _bind(port)
 
 
-async def _serve_once(runtime: MockRuntime, sock: socket.socket, stop: anyio.Event, crashed: anyio.Event) -> None:
+async def _serve_once(app: ASGIApp, sock: socket.socket, stop: anyio.Event, crashed: anyio.Event) -> None:
     """One life of the HTTP server: until ``stop`` (graceful) or ``crashed`` (every connection dropped)."""
     config = uvicorn.Config(
-        build_app(runtime), ws="none", lifespan="on", log_level="warning", access_log=False, timeout_graceful_shutdown=1
+        app, ws="none", lifespan="on", log_level="critical", access_log=False, timeout_graceful_shutdown=1
     )
     server = _Server(config)
 

@@ -95,7 +95,9 @@ class Served:
         """mcpmux's :class:`Connection` to this mock; ``fields`` change the config (``protocol=...``)."""
         config = self.config.model_copy(update=fields) if fields else self.config
         settings = settings or MuxSettings()
-        return Connection(config, settings, callbacks=callbacks, transport=lambda: self.open(settings))
+        if self._memory is not None:
+            return Connection(config, settings, callbacks=callbacks, transport=self._memory)
+        return Connection(config, settings, callbacks=callbacks)
 
     def connection_factory(self, config: ServerConfig, settings: MuxSettings, callbacks: ClientCallbacks) -> Connection:
         """A :class:`~mcpmux.manager.Manager` ``connection_factory`` that opens this mock in memory."""
