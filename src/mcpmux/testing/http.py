@@ -237,8 +237,9 @@ async def serve_http(
     A crash (``runtime``'s crash hook is set here) stops the server at once, dropping every
     connection, and serves again on the same port with fresh sessions.
     """
-    sock: socket.socket | None = _bind(0)
-    port = sock.getsockname()[1]
+    first = _bind(0)
+    port = first.getsockname()[1]
+    sock: socket.socket | None = first
     task_status.started(port)
     while not stop.is_set():
         sock = sock or _bind(port)
