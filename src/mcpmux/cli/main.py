@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "prompt": ("mcpmux.cli.manager_cmds", "prompt_cmd", "Render SERVER:PROMPT with arguments."),
     "prompts": ("mcpmux.cli.manager_cmds", "prompts_cmd", "List the prompts of every server (or one)."),
     "read": ("mcpmux.cli.manager_cmds", "read_cmd", "Read a resource of a server."),
+    "record": ("mcpmux.cli.record_cmd", "record_cmd", "Record a server's session (through the gateway) for replay."),
     "refresh": ("mcpmux.cli.manager_cmds", "refresh_cmd", "Re-list servers and store their lists in the catalog."),
     "remove": ("mcpmux.cli.manage_cmds", "remove_cmd", "Remove a server from the file that defines it."),
     "rename": ("mcpmux.cli.manage_cmds", "rename_cmd", "Rename a server in the file that defines it."),

@@ -34,6 +34,7 @@ from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopb
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.manager import Manager
+from mcpmux.manager.supervisor import ConnectionFactory
 from mcpmux.naming import DEFAULT_SEPARATOR
 from mcpmux.policy import Guard, StateStore
 from mcpmux.transports.tcp import serve_tcp
@@ -115,24 +116,32 @@ async def serve(
     *,
     store: StateStore | None = None,
     announce: Callable[[str], None] = _announce,
+    connection_factory: ConnectionFactory | None = None,
 ) -> None:
     """Serve every configured server as one MCP server until a signal (or stdin's end).
+
+    ``connection_factory`` opens the upstream connections (``mcpmux record`` taps them).
 
     Raises:
         ConfigError: a listener cannot bind its address (in use, not local).
     """
     try:
-        await _serve(config, options, store, announce)
+        await _serve(config, options, store, announce, connection_factory)
     except BaseExceptionGroup as group:
         raise _sole_error(group) from None
     announce("stopped")
 
 
 async def _serve(
-    config: Config, options: ServeOptions, store: StateStore | None, announce: Callable[[str], None]
+    config: Config,
+    options: ServeOptions,
+    store: StateStore | None,
+    announce: Callable[[str], None],
+    connection_factory: ConnectionFactory | None = None,
 ) -> None:
     downstream = Downstream()
-    manager = Manager(config, callbacks=downstream.client_callbacks(), wait=not options.stdio)
+    callbacks = downstream.client_callbacks()
+    manager = Manager(config, callbacks=callbacks, wait=not options.stdio, connection_factory=connection_factory)
     async with manager, anyio.create_task_group() as tg:
         guard = Guard(manager, face="gateway", store=store, approver=downstream.relay.approve)
         gateway = Gateway(guard, downstream=downstream, separator=options.separator)
