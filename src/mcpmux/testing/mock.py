@@ -43,6 +43,8 @@ __all__ = ["ERAS", "Call", "Era", "MockServer", "MockTool", "to_result"]
 
 Era = Literal["2025-11-25", "2026-07-28", "both"]
 ERAS: tuple[Era, ...] = ("2025-11-25", "2026-07-28", "both")
+InitializeAnswer = Literal["-32022", "-32020", "-32601", "claim"]
+INITIALIZE_ANSWERS: tuple[InitializeAnswer, ...] = ("-32022", "-32020", "-32601", "claim")
 Handler = Callable[..., Any]
 DEFAULT_SCHEMA: dict[str, Any] = {"type": "object"}
 
@@ -175,6 +177,7 @@ class MockServer:
         self.bearer: str | None = None
         self.answered_version: str | None = None
         self.served_era: Era = "both"
+        self.initialize_answer: InitializeAnswer = "-32022"
         self.replaying: Path | None = None
         self.book: ReplayBook | None = None
         self.listed_resources: list[types.Resource] = []
@@ -255,15 +258,22 @@ class MockServer:
         self.answered_version = version
         return self
 
-    def era(self, era: Era) -> MockServer:
+    def era(self, era: Era, *, initialize_answer: InitializeAnswer = "-32022") -> MockServer:
         """Serve only the 2025-11-25 handshake era, only the stateless 2026-07-28 era, or both (default).
 
+        ``initialize_answer`` is how a 2026-07-28-only mock answers ``initialize``, as real servers
+        do: error ``-32022`` naming the versions served (the SDK's answer), ``-32020`` (a header
+        mismatch), ``-32601`` (method not found), or ``claim`` (a result claiming 2026-07-28).
+
         Raises:
-            UsageError: an era other than these three.
+            UsageError: an era or an answer other than these.
         """
         if era not in ERAS:
             raise UsageError(f"unknown era {era!r} for mock {self.name!r}", hint=f"one of: {', '.join(ERAS)}")
-        self.served_era = era
+        if initialize_answer not in INITIALIZE_ANSWERS:
+            hint = f"one of: {', '.join(INITIALIZE_ANSWERS)}"
+            raise UsageError(f"unknown initialize answer {initialize_answer!r} for mock {self.name!r}", hint=hint)
+        self.served_era, self.initialize_answer = era, initialize_answer
         return self
 
     # -- failures ------------------------------------------------------------------------------
@@ -392,6 +402,7 @@ class MockServer:
             "name": self.name,
             "version": self.version,
             "era": self.served_era,
+            "initialize_answer": self.initialize_answer,
             "protocol_version": self.answered_version,
             "bearer": self.bearer,
             "replay": str(self.replaying) if self.replaying is not None else None,
@@ -413,7 +424,7 @@ class MockServer:
             mock = cls.replay(spec["replay"], name=spec["name"], match=spec.get("match", "strict"))
         else:
             mock = cls(spec["name"], version=spec.get("version", "1.0.0"))
-        mock.era(spec.get("era", "both"))
+        mock.era(spec.get("era", "both"), initialize_answer=spec.get("initialize_answer", "-32022"))
         mock.answered_version = spec.get("protocol_version")
         mock.bearer = spec.get("bearer")
         mock.failures = [failure_from_json(f) for f in spec.get("failures", [])]

@@ -254,8 +254,8 @@ class EraGate:
         self.runtime = runtime
         self._initialize_ids: set[types.RequestId] = set()
 
-    def refusal(self, message: types.JSONRPCMessage) -> types.JSONRPCError | None:
-        """The error this gate answers ``message`` with instead of passing it on, if any."""
+    def refusal(self, message: types.JSONRPCMessage) -> types.JSONRPCError | types.JSONRPCResponse | None:
+        """The answer this gate gives ``message`` instead of passing it on, if any."""
         if not isinstance(message, types.JSONRPCRequest):
             return None
         era = self.runtime.mock.served_era
@@ -264,13 +264,29 @@ class EraGate:
             error = types.ErrorData(code=types.METHOD_NOT_FOUND, message=f"Method not found: {message.method}")
             return types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
         if era == MODERN and message.method == "initialize":
-            data = {"supported": [MODERN], "requested": params.get("protocolVersion")}
-            text = "this server speaks only the 2026-07-28 protocol; the initialize handshake is not accepted"
-            error = types.ErrorData(code=types.UNSUPPORTED_PROTOCOL_VERSION, message=text, data=data)
-            return types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+            return self._modern_initialize(message.id, params.get("protocolVersion"))
         if message.method == "initialize":
             self._initialize_ids.add(message.id)
         return None
+
+    def _modern_initialize(
+        self, request_id: types.RequestId, requested: object
+    ) -> types.JSONRPCError | types.JSONRPCResponse:
+        """How a 2026-07-28-only server answers ``initialize`` (the mock's ``initialize_answer``)."""
+        mock = self.runtime.mock
+        if mock.initialize_answer == "claim":
+            info = {"name": mock.name, "version": mock.version}
+            result = {"protocolVersion": MODERN, "capabilities": {"tools": {}}, "serverInfo": info}
+            return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+        if mock.initialize_answer == "-32020":
+            error = types.ErrorData(code=-32020, message="Missing MCP-Protocol-Version header")
+        elif mock.initialize_answer == "-32601":
+            error = types.ErrorData(code=types.METHOD_NOT_FOUND, message="Method not found: initialize")
+        else:
+            data = {"supported": [MODERN], "requested": requested}
+            text = "this server speaks only the 2026-07-28 protocol; the initialize handshake is not accepted"
+            error = types.ErrorData(code=types.UNSUPPORTED_PROTOCOL_VERSION, message=text, data=data)
+        return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
 
     def rewrite(self, message: types.JSONRPCMessage) -> types.JSONRPCMessage:
         """``message`` as the server should send it (drifted version, garbage result)."""
