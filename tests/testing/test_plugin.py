@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from mcpmux.errors import PolicyError
+from mcpmux.host import Host
 from mcpmux.manager import Manager
 from mcpmux.testing import MockServer, Served, assert_called
 
@@ -17,7 +19,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.network, pytest.mark.subprocess]
 
 @pytest.fixture
 def mcp_mock() -> MockServer:
-    return MockServer("demo").tool("echo", result="echoed").tool("other", result="x")
+    mock = MockServer("demo").tool("echo", result="echoed").tool("other", result="x")
+    return mock.tool("wipe", result="gone", annotations={"destructiveHint": True})
 
 
 @pytest.mark.mcp_transports
@@ -28,6 +31,15 @@ async def test_the_marker_runs_a_test_on_every_transport_through_a_manager(
     result = await mcpmux_manager.call_tool("demo:echo", {"text": "hi"})
     assert result.content[0].text == "echoed"  # type: ignore[union-attr]
     assert_called(mcp_mock, "echo", text="hi")
+
+
+@pytest.mark.mcp_transports("memory", "stdio")
+async def test_the_host_fixture_guards_every_call(mcpmux_host: Host, mcp_mock: MockServer) -> None:
+    result = await mcpmux_host.call_tool("demo:echo", {"text": "hi"})
+    assert result.content[0].text == "echoed"  # type: ignore[union-attr]
+    with pytest.raises(PolicyError):  # destructive: asks, and no one can answer here
+        await mcpmux_host.call_tool("demo:wipe", {})
+    assert [call.tool for call in mcp_mock.calls] == ["echo"]
 
 
 @pytest.mark.mcp_transports("tcp", "http")

@@ -21,40 +21,23 @@ from typing import TYPE_CHECKING
 from mcpmux._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from mcpmux.testing.assertions import assert_called
-    from mcpmux.testing.failures import Crash, Delay, Error, GarbageOutput, Hang, HugeResult, ListChangedAfter
-    from mcpmux.testing.mock import ERAS, Call, Era, MockServer
-    from mcpmux.testing.serving import TRANSPORTS, Served, TransportName, serve
-    from mcpmux.testing.session import open_manager
+    from mcpmux.testing.assertions import assert_called as assert_called
+    from mcpmux.testing.failures import (
+        Crash as Crash,
+        Delay as Delay,
+        Error as Error,
+        GarbageOutput as GarbageOutput,
+        Hang as Hang,
+        HugeResult as HugeResult,
+        ListChangedAfter as ListChangedAfter,
+    )
+    from mcpmux.testing.mock import ERAS as ERAS, Call as Call, Era as Era, MockServer as MockServer
+    from mcpmux.testing.serving import (
+        TRANSPORTS as TRANSPORTS,
+        Served as Served,
+        TransportName as TransportName,
+        serve as serve,
+    )
+    from mcpmux.testing.session import open_host as open_host, open_manager as open_manager
 
-__all__ = [
-    "ERAS",
-    "TRANSPORTS",
-    "Call",
-    "Crash",
-    "Delay",
-    "Era",
-    "Error",
-    "GarbageOutput",
-    "Hang",
-    "HugeResult",
-    "ListChangedAfter",
-    "MockServer",
-    "Served",
-    "TransportName",
-    "assert_called",
-    "open_manager",
-    "serve",
-]
-
-_FAILURES = ("Crash", "Delay", "Error", "GarbageOutput", "Hang", "HugeResult", "ListChangedAfter")
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "assert_called": "mcpmux.testing.assertions",
-        **dict.fromkeys(_FAILURES, "mcpmux.testing.failures"),
-        **dict.fromkeys(("ERAS", "Call", "Era", "MockServer"), "mcpmux.testing.mock"),
-        **dict.fromkeys(("TRANSPORTS", "Served", "TransportName", "serve"), "mcpmux.testing.serving"),
-        "open_manager": "mcpmux.testing.session",
-    },
-)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

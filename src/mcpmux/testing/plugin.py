@@ -6,7 +6,9 @@ Fixtures (async ones run under anyio's pytest plugin: mark the test ``@pytest.ma
   default; override the fixture to build your own.
 - ``mcp_transport``: the transport it is served on (``memory`` unless the test is marked).
 - ``mcp_served``: ``mcp_mock`` served on ``mcp_transport`` for the test (a :class:`~mcpmux.testing.Served`).
-- ``mcpmux_manager``: a started :class:`~mcpmux.manager.Manager` over ``mcp_served``.
+- ``mcpmux_host``: a started :class:`~mcpmux.host.Host` over ``mcp_served``: every verb through the
+  guard (policy, pins, audit), its state store a fresh file of the test.
+- ``mcpmux_manager``: a started, unguarded :class:`~mcpmux.manager.Manager` over ``mcp_served``.
 
 Marker: ``@pytest.mark.mcp_transports`` runs the test once per transport (memory, stdio, tcp,
 websocket, sse, http); ``@pytest.mark.mcp_transports("tcp", "http")`` on those only.
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from mcpmux.host import Host
     from mcpmux.manager import Manager
     from mcpmux.testing.mock import MockServer
     from mcpmux.testing.serving import Served
@@ -81,3 +84,12 @@ async def mcpmux_manager(mcp_served: Served) -> AsyncIterator[Manager]:
 
     async with open_manager(mcp_served) as manager:
         yield manager
+
+
+@pytest.fixture
+async def mcpmux_host(mcp_served: Served, tmp_path: Any) -> AsyncIterator[Host]:
+    """A started mcpmux :class:`~mcpmux.host.Host` over ``mcp_served``; its state store lives in ``tmp_path``."""
+    from mcpmux.testing.session import open_host
+
+    async with open_host(mcp_served, state_dir=tmp_path) as host:
+        yield host

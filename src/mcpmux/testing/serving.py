@@ -39,13 +39,13 @@ from mcp.shared.message import SessionMessage
 from mcpmux.config.models import (
     ProtocolChoice,
     ServerConfig,
+    Settings as MuxSettings,
     SseServerConfig,
     StdioServerConfig,
     StreamableHttpServerConfig,
     TcpServerConfig,
     WebSocketServerConfig,
 )
-from mcpmux.config.models import Settings as MuxSettings
 from mcpmux.connection import ClientCallbacks, Connection
 from mcpmux.errors import UsageError
 from mcpmux.testing.mock import Call, MockServer
