@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,14 @@ def test_a_file_that_is_not_a_recording_is_refused_with_a_hint(tmp_path: Path) -
     with pytest.raises(UsageError, match="not a recording") as refused:
         MockServer.replay(bad)
     assert "mcpmux record" in (refused.value.hint or "")
+
+
+def test_recording_a_server_that_is_not_configured_names_the_closest(tmp_path: Path) -> None:
+    config = tmp_path / "mcpmux.yaml"
+    config.write_text(json.dumps({"mcp": {"servers": [{"name": "everything", "command": "true"}]}}))
+    output = tmp_path / "s.jsonl"
+    command = [sys.executable, "-m", "mcpmux", "--config", str(config), "record", "everythin", "-o", str(output)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "everything" in done.stderr
+    assert not output.exists()
