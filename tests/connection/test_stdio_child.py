@@ -1,4 +1,8 @@
-"""A real child over our stdio transport: crash mid-call, death before the handshake, a hang."""
+"""A real child over our stdio transport: crash mid-call, death before the handshake, a hang.
+
+The crash and the hang come from a :class:`~mcpmux.testing.MockServer` served as a child
+(``python -m mcpmux.testing``); death before the handshake from the misbehaving fixture server.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.connection import Connection, ToolResult
 from mcpmux.errors import CommandNotFound, MCPTimeoutError, ServerExited
+from mcpmux.testing import MockServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -25,17 +30,23 @@ def misbehaving(*args: str, **fields: Any) -> Connection:
     return Connection(server, Settings())
 
 
+def flaky() -> MockServer:
+    """A mock with ``echo`` (a handler), ``crash`` (exits with code 7 mid-call) and ``hang`` (never answers)."""
+    mock = MockServer("bad").tool("echo", result="hi").tool("crash", result="unreachable")
+    return mock.tool("hang", result="unreachable").crash("crash", exit_code=7).hang("hang")
+
+
 async def test_a_crash_mid_call_fails_it_at_once_with_exit_code_and_stderr() -> None:
     with anyio.fail_after(20):
-        async with misbehaving(timeout_ms=60_000) as conn:
+        async with flaky().serve("stdio") as served, served.connection(timeout_ms=60_000) as conn:
             assert ToolResult.of(await conn.call_tool("echo", {"text": "hi"})).text == "hi"
             started = time.perf_counter()
             with pytest.raises(ServerExited) as caught:
-                await conn.call_tool("crash", {"code": 7})
+                await conn.call_tool("crash", {})
             elapsed = time.perf_counter() - started
     assert elapsed < 5
     assert caught.value.exit_code == 7
-    assert "crashing (fixture)" in caught.value.stderr_tail
+    assert "crashing (mock)" in caught.value.stderr_tail
     assert conn.info.pid is not None
 
 
@@ -48,8 +59,10 @@ async def test_a_child_that_exits_before_the_handshake_says_why() -> None:
 
 
 async def test_a_hanging_call_times_out_and_the_child_keeps_serving() -> None:
+    mock = flaky()
+    mock.tools["echo"].result = "still here"
     with anyio.fail_after(20):
-        async with misbehaving() as conn:
+        async with mock.serve("stdio") as served, served.connection() as conn:
             with pytest.raises(MCPTimeoutError):
                 await conn.call_tool("hang", {}, timeout=0.3)
             assert ToolResult.of(await conn.call_tool("echo", {"text": "still here"})).text == "still here"

@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "prompt": ("mcpmux.cli.host_cmds", "prompt_cmd", "Render SERVER:PROMPT with arguments."),
     "prompts": ("mcpmux.cli.host_cmds", "prompts_cmd", "List the prompts of every server (or one)."),
     "read": ("mcpmux.cli.host_cmds", "read_cmd", "Read a resource of a server."),
+    "record": ("mcpmux.cli.record_cmd", "record_cmd", "Record a server's session (through the gateway) for replay."),
     "refresh": ("mcpmux.cli.host_cmds", "refresh_cmd", "Re-list servers and store their lists in the catalog."),
     "remove": ("mcpmux.cli.entry_cmds", "remove_cmd", "Remove a server from the file that defines it."),
     "rename": ("mcpmux.cli.entry_cmds", "rename_cmd", "Rename a server in the file that defines it."),

@@ -34,7 +34,7 @@ from mcpmux.gateway.oauth_resource import ExternalTokens
 from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopback
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
-from mcpmux.host import Host
+from mcpmux.host import ConnectionFactory, Host
 from mcpmux.policy import StateStore
 from mcpmux.provider_names import DEFAULT_SEPARATOR
 from mcpmux.transports.tcp import serve_tcp
@@ -118,26 +118,33 @@ async def serve(
     *,
     store: StateStore | None = None,
     announce: Callable[[str], None] = _announce,
+    connection_factory: ConnectionFactory | None = None,
 ) -> None:
     """Serve every configured server as one MCP server until a signal (or stdin's end).
+
+    ``connection_factory`` opens the upstream connections (``mcpmux record`` taps them).
 
     Raises:
         ConfigError: a listener cannot bind its address (in use, not local).
     """
     try:
-        await _serve(config, options, store, announce)
+        await _serve(config, options, store, announce, connection_factory)
     except BaseExceptionGroup as group:
         raise _sole_error(group) from None
     announce("stopped")
 
 
 async def _serve(
-    config: Config, options: ServeOptions, store: StateStore | None, announce: Callable[[str], None]
+    config: Config,
+    options: ServeOptions,
+    store: StateStore | None,
+    announce: Callable[[str], None],
+    connection_factory: ConnectionFactory | None = None,
 ) -> None:
     downstream = Downstream()
     host = Host(
         config, face="gateway", store=store, approver=downstream.relay.approve,
-        callbacks=downstream.client_callbacks(), wait=not options.stdio,
+        callbacks=downstream.client_callbacks(), wait=not options.stdio, connection_factory=connection_factory,
     )  # fmt: skip
     async with host, anyio.create_task_group() as tg:
         gateway = Gateway(host, downstream=downstream, separator=options.separator)
