@@ -99,13 +99,16 @@ class Database:
     def append(self, sql: str, parameters: tuple[object, ...]) -> None:
         """Queue one insert for the writer thread and return at once (see the module's docstring)."""
         with self._queue:
+            was_empty = not self._queued
             self._queued.append((sql, parameters))
             if self._writer is None:
                 name = f"sqlite-append {self.path}"
                 self._writer = threading.Thread(target=self._write_queued, name=name, daemon=True)
                 self._writer.start()
                 _open_appenders.add(self)
-            self._queue.notify_all()
+            elif was_empty:
+                # The writer waits only on an empty queue; rows added behind others go in its next batch.
+                self._queue.notify_all()
 
     def flush(self) -> None:
         """Wait until every queued append is written (or given up on, which is logged).
