@@ -126,7 +126,7 @@ def client_rows(args: argparse.Namespace, fastmcp: Path | None, scratch: Path) -
     from bench_connection import ECHO_SERVER
 
     echo.write_text(ECHO_SERVER)
-    kinds = [kind for kind in KINDS if _python(kind, fastmcp)]
+    kinds = [kind for kind in KINDS if _python(kind, fastmcp) and (kind in args.kinds or kind == "sdk")]
     rounds: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     for _ in range(args.rounds):
         for kind in kinds:
@@ -162,8 +162,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--fastmcp-python", type=Path, help="a python with fastmcp, uvloop and httptools")
     parser.add_argument("--no-fastmcp", action="store_true")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="the client rows to measure (sdk always)")
     parser.add_argument("--no-more", action="store_true", help="only the client table (no gateway, scale, connect)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args.kinds = args.kinds.split(",")
     with tempfile.TemporaryDirectory(prefix="bench-table-") as tmp:
         scratch = Path(tmp)
         fastmcp = None if args.no_fastmcp else (args.fastmcp_python or install_fastmcp(scratch))
