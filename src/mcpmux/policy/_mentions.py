@@ -52,7 +52,7 @@ MentionSearch = Callable[[str], Mention | None]
 
 def is_distinctive(name: str) -> bool:
     """Whether ``name`` is worth looking for: long enough and not an ordinary word."""
-    return len(name) >= MIN_NAME_CHARS and any(mark in name for mark in MARKS)
+    return len(name) >= MIN_NAME_CHARS and _MARK.search(name) is not None
 
 
 def might_mention(text: str) -> bool:

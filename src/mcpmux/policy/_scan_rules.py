@@ -164,20 +164,32 @@ def check_text(text: str, others: MentionSearch | None = None) -> Iterator[Hit]:
     yield from mentions(text, others)
 
 
+# The rule table flattened, each pattern with its gate: (severity, rule, message, pattern, gate, folded).
+_CHECKS: tuple[tuple[Severity, str, str, re.Pattern[str], re.Pattern[str] | None, bool], ...] = tuple(
+    (severity, rule, message, pattern, *_GATE_PATTERNS.get(pattern, (None, False)))
+    for severity, rule, message, patterns in _TABLES
+    for pattern in patterns
+)
+
+
 def text_hits(text: str) -> Iterator[Hit]:
     """The hits of the rules that look at ``text`` alone (every rule but the mentions of other tools)."""
     lowered = text.lower() if text.isascii() else None
-    for severity, rule, message, patterns in _TABLES:
-        for pattern in patterns:
-            if not _may_match(pattern, text, lowered):
+    for severity, rule, message, pattern, gate, folded in _CHECKS:
+        if gate is not None:
+            if not folded:
+                if gate.search(text) is None:
+                    continue
+            elif lowered is not None and gate.search(lowered) is None:
                 continue
-            match = pattern.search(text)
-            if match:
-                yield Hit(severity, rule, message, excerpt(text, match.start(), match.end()))
+        match = pattern.search(text)
+        if match:
+            yield Hit(severity, rule, message, excerpt(text, match.start(), match.end()))
     yield from _invisible(text)
 
 
 def _may_match(pattern: re.Pattern[str], text: str, lowered: str | None) -> bool:
+    """Whether ``pattern`` passes its gate on ``text`` (``lowered``: the text lowered if it is ASCII)."""
     gate = _GATE_PATTERNS.get(pattern)
     if gate is None:
         return True
