@@ -52,12 +52,18 @@ MCPMUX = str(Path(sys.executable).with_name("mcpmux"))
 START_TIMEOUT_S = 60.0
 WARMUP_CALLS = 20
 
+# On the loop and HTTP parser mcpmux serves on (uvloop, httptools): asyncio + h11 would flatter mcpmux ~10 %.
 FASTMCP_PROXY = r"""
-import sys
+import functools, sys
+import anyio
 from fastmcp.server import create_proxy
 config = {"mcpServers": {"echo": {"command": sys.argv[1], "args": ["-c", sys.argv[2], "stdio"]}}}
 proxy = create_proxy(config)
-proxy.run(transport="http", host="127.0.0.1", port=int(sys.argv[3]), show_banner=False, log_level="warning")
+serve = functools.partial(
+    proxy.run_async, transport="http", host="127.0.0.1", port=int(sys.argv[3]), show_banner=False,
+    log_level="warning", uvicorn_config={"http": "httptools"},
+)
+anyio.run(serve, backend_options={"use_uvloop": True})
 """
 
 
@@ -125,8 +131,8 @@ def install_fastmcp(root: Path) -> Path | None:
     python = venv / "bin" / "python"
     try:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "fastmcp"], check=True, capture_output=True,
-                       timeout=600)  # fmt: skip
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "fastmcp", "uvloop", "httptools"], check=True,
+                       capture_output=True, timeout=600)  # fmt: skip
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         print(f"fastmcp did not install: {exc}", file=sys.stderr)
         return None

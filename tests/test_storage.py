@@ -137,3 +137,27 @@ def test_a_flush_waits_a_bounded_time_for_a_locked_file_and_the_rows_follow_late
         other.close()
         database.flush()
         assert count(path) == 1
+
+
+def test_the_writer_is_woken_when_its_queue_fills_not_for_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wakes: list[int] = []
+
+    class CountingCondition(threading.Condition):
+        def notify_all(self) -> None:
+            wakes.append(1)
+            super().notify_all()
+
+    path = tmp_path / "state.db"
+    with Database(path, SCHEMA, 1, disposable=False) as database:
+        monkeypatch.setattr(database, "_queue", CountingCondition())
+        database.append(INSERT, (0, "main"))  # starts the writer
+        database.flush()
+        with database._lock:  # the writer takes its next batch, then waits for the file
+            for n in range(1, 1000):
+                database.append(INSERT, (n, "main"))
+        database.flush()
+        assert count(path) == 1000
+    # One wake when the queue filled again, plus the writer's own after each batch (flushers wait on it).
+    assert len(wakes) <= 8, len(wakes)

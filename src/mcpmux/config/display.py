@@ -6,6 +6,7 @@ from ``${VAR}`` interpolation is masked wherever else it appears (args, urls, er
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -16,7 +17,7 @@ from mcpmux.config.effective import effective_policy
 from mcpmux.config.models import Config
 from mcpmux.json_shapes import JSONObject
 
-__all__ = ["MASK", "config_to_dict", "looks_secret", "mask_secrets", "redact"]
+__all__ = ["MASK", "config_to_dict", "json_forms", "looks_secret", "mask_secrets", "may_need_redaction", "redact"]
 
 MASK = "****"
 
@@ -27,10 +28,14 @@ _SECRET_NAME = re.compile(
 _CREDENTIAL_SHAPE = re.compile(r"[A-Za-z0-9_\-+/=.]{16,}")
 # Tokens whose issuer gave them a recognisable prefix (GitHub, OpenAI/Stripe, Slack, GitLab, AWS, Google,
 # Hugging Face): masked wherever they appear, even when mcpmux was never told they are secrets.
-_PREFIXED_TOKEN = re.compile(
-    r"(?<![A-Za-z0-9])(?:gh[pousr]_|github_pat_|sk-|sk_(?:live|test)_|rk_(?:live|test)_|xox[abposr]-|glpat-|AKIA|ASIA|AIza|hf_)"
+_TOKEN = (
+    r"(?:gh[pousr]_|github_pat_|sk-|sk_(?:live|test)_|rk_(?:live|test)_|xox[abposr]-|glpat-|AKIA|ASIA|AIza|hf_)"
     r"[A-Za-z0-9_\-]{12,}"
 )
+_PREFIXED_TOKEN = re.compile(r"(?<![A-Za-z0-9])" + _TOKEN)
+# The same without the left edge: found in a JSON text whenever a string inside it holds a token
+# (escaping can put "n" of "\n" before a token's prefix, never split its characters).
+_TOKEN_ANYWHERE = re.compile(_TOKEN)
 MIN_SECRET_CHARS = 4
 
 
@@ -55,6 +60,23 @@ def redact(text: str, secrets: Iterable[str]) -> str:
         if secret:
             text = text.replace(secret, MASK)
     return _PREFIXED_TOKEN.sub(MASK, text)
+
+
+def json_forms(secrets: Iterable[str]) -> tuple[str, ...]:
+    """The secrets as they appear inside JSON strings (``ensure_ascii=False``), for :func:`may_need_redaction`."""
+    return tuple(json.dumps(secret, ensure_ascii=False)[1:-1] for secret in secrets if secret)
+
+
+def may_need_redaction(json_text: str, secret_forms: Iterable[str]) -> bool:
+    """Whether :func:`redact` could change any string inside ``json_text`` (JSON, ``ensure_ascii=False``).
+
+    ``secret_forms`` are the secrets through :func:`json_forms`. ``False`` is certain (a cheap test
+    on text already serialised); ``True`` means look closer.
+    """
+    if _TOKEN_ANYWHERE.search(json_text):
+        return True
+    # JSON escapes each character on its own: a string holding a secret holds its escaped form.
+    return any(form in json_text for form in secret_forms)
 
 
 def config_to_dict(config: Config, *, show_secrets: bool = False) -> JSONObject:

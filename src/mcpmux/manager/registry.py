@@ -7,11 +7,12 @@ reachable as tools: ``server:read_resource`` (argument ``uri``) and ``server:get
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import mcp_types as types
 
@@ -19,7 +20,7 @@ from mcpmux.canonical_names import canonical_name
 from mcpmux.errors import ToolNotFound
 from mcpmux.manager.models import PromptInfo, ResourceInfo, ToolInfo
 
-__all__ = ["GET_PROMPT", "READ_RESOURCE", "Registry", "ServerCatalog"]
+__all__ = ["GET_PROMPT", "READ_RESOURCE", "IndexVersion", "Registry", "ServerCatalog", "ToolSnapshot"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,58 +39,154 @@ class ServerCatalog:
     prompts: tuple[types.Prompt, ...] = ()
 
 
-@dataclass(slots=True)
-class _Index:
-    tools: dict[str, ToolInfo] = field(default_factory=dict)
-    prompts: dict[str, PromptInfo] = field(default_factory=dict)
-    conflicts: dict[str, list[str]] = field(default_factory=dict)
+class IndexVersion:
+    """Identifies one state of a :class:`Registry`'s tools: a new object after every change.
+
+    Whoever derives something costly from the whole list (the poisoning scanner's name matcher)
+    keeps it per version, weakly (``weakref.WeakKeyDictionary``), and builds it again only when
+    the tools changed.
+    """
+
+    __slots__ = ("__weakref__",)
+
+
+class ToolSnapshot(list[ToolInfo]):
+    """A copy of the registry's tools (a plain list to its users) that says which version it shows."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, tools: Iterable[ToolInfo], version: IndexVersion) -> None:
+        super().__init__(tools)
+        self.version = version
+
+
+_Item = TypeVar("_Item", ToolInfo, PromptInfo)
+
+
+class _Table(Generic[_Item]):
+    """The names of one kind (tools or prompts), kept per server so one server re-indexes alone.
+
+    A name offered by several servers goes to the earliest in configuration order; when that one
+    stops offering it, the next one gets it.
+    """
+
+    def __init__(self, rank: dict[str, int]) -> None:
+        self._rank = rank
+        self.offers: dict[str, dict[str, _Item]] = {}
+        self.claims: dict[str, list[str]] = {}
+        self.winners: dict[str, _Item] = {}
+
+    def replace(self, server: str, items: Iterable[_Item]) -> None:
+        """Make ``items`` (in order; the first of equal names counts) what ``server`` offers."""
+        self.withdraw(server)
+        offered: dict[str, _Item] = {}
+        for item in items:
+            offered.setdefault(item.name, item)
+        self.offers[server] = offered
+        for name, item in offered.items():
+            claimants = self.claims.setdefault(name, [])
+            bisect.insort(claimants, server, key=self._rank.__getitem__)
+            if claimants[0] == server:
+                self.winners[name] = item
+            if len(claimants) > 1:
+                holder = claimants[0]
+                logger.warning("%r is offered by %s; %r keeps it", name, " and ".join(map(repr, claimants)), holder)
+
+    def withdraw(self, server: str) -> None:
+        """Forget what ``server`` offers; names it held pass to the next server offering them."""
+        for name in self.offers.pop(server, {}):
+            claimants = self.claims[name]
+            first = claimants[0] == server
+            claimants.remove(server)
+            if not claimants:
+                del self.claims[name], self.winners[name]
+            elif first:
+                self.winners[name] = self.offers[claimants[0]][name]
+
+    def won(self, server: str) -> list[_Item]:
+        """What ``server`` offers under names it holds, in its own order."""
+        winners = self.winners
+        return [item for name, item in self.offers.get(server, {}).items() if winners[name] is item]
+
+    def conflicts(self) -> dict[str, list[str]]:
+        return {name: list(servers) for name, servers in self.claims.items() if len(servers) > 1}
 
 
 class Registry:
-    """The index of every server, rebuilt whenever one server's lists change.
+    """The index of every server, updated one server at a time when that server's lists change.
 
     Servers are indexed in configuration order, so when two servers share a namespace (an empty or
     equal ``prefix``) the earlier one keeps a contested name; the conflict is reported, not hidden.
+    A re-list costs in proportion to that server's lists, not to the whole index.
     """
 
     def __init__(self) -> None:
         self._order: list[str] = []
+        self._rank: dict[str, int] = {}
         self._namespaces: dict[str, str] = {}
         self._catalogs: dict[str, ServerCatalog] = {}
-        self._index = _Index()
+        self._tools: _Table[ToolInfo] = _Table(self._rank)
+        self._prompts: _Table[PromptInfo] = _Table(self._rank)
+        self._snapshot: ToolSnapshot | None = None
+        self._version = IndexVersion()
 
     def add_server(self, server: str, namespace: str) -> None:
         """Register ``server`` (in order) with the namespace of its canonical names."""
-        if server not in self._order:
+        if server not in self._rank:
+            self._rank[server] = len(self._order)
             self._order.append(server)
+        elif self._namespaces.get(server) == namespace:
+            return
         self._namespaces[server] = namespace
+        catalog = self._catalogs.get(server)
+        if catalog is not None:
+            self._index_server(server, catalog)
 
     def remove_server(self, server: str) -> None:
         """Forget ``server`` and everything it offered."""
-        if server in self._order:
+        self._tools.withdraw(server)
+        self._prompts.withdraw(server)
+        self._changed()
+        if server in self._rank:
             self._order.remove(server)
+            # Ranks only order servers: the survivors keep their relative order.
+            self._rank.clear()
+            self._rank.update((name, position) for position, name in enumerate(self._order))
         self._namespaces.pop(server, None)
         self._catalogs.pop(server, None)
-        self._rebuild()
 
     def update(self, server: str, catalog: ServerCatalog) -> None:
-        """Replace what ``server`` offers and rebuild the index."""
+        """Replace what ``server`` offers and re-index that server."""
         self._catalogs[server] = catalog
-        self._rebuild()
+        if server in self._rank:
+            self._index_server(server, catalog)
 
     def catalog(self, server: str) -> ServerCatalog | None:
         """The last known lists of ``server``, or ``None`` if it was never listed."""
         return self._catalogs.get(server)
 
+    @property
+    def version(self) -> IndexVersion:
+        """The current state of the tools (a new object after every change)."""
+        return self._version
+
     # -- queries ---------------------------------------------------------------------------
 
     def tools(self, server: str | None = None) -> list[ToolInfo]:
-        """Every indexed tool (of one server if given), in server order then the server's order."""
-        return [t for t in self._index.tools.values() if server is None or t.server == server]
+        """Every indexed tool (of one server if given), in server order then the server's order.
+
+        The whole list is a :class:`ToolSnapshot` (a copy: changing it changes nothing here).
+        """
+        if server is not None:
+            return self._tools.won(server)
+        if self._snapshot is None:
+            tools = (info for name in self._order for info in self._tools.won(name))
+            self._snapshot = ToolSnapshot(tools, self._version)
+        return ToolSnapshot(self._snapshot, self._version)
 
     def prompts(self, server: str | None = None) -> list[PromptInfo]:
         """Every indexed prompt (of one server if given)."""
-        return [p for p in self._index.prompts.values() if server is None or p.server == server]
+        return [p for name in self._order if server in (None, name) for p in self._prompts.won(name)]
 
     def resources(self, server: str | None = None) -> list[ResourceInfo]:
         """Every resource and resource template (of one server if given)."""
@@ -108,11 +205,11 @@ class Registry:
         Raises:
             ToolNotFound: no such tool; the closest names are suggested.
         """
-        return _resolve(self._index.tools, name, "tool")
+        return _resolve(self._tools.winners, name, "tool")
 
     def current(self, tool: ToolInfo) -> bool:
         """Whether ``tool`` is still the index's entry for its name (its server has not re-listed since)."""
-        return self._index.tools.get(tool.name) is tool
+        return self._tools.winners.get(tool.name) is tool
 
     def resolve_prompt(self, name: str) -> PromptInfo:
         """The prompt called ``name`` (canonical).
@@ -120,32 +217,32 @@ class Registry:
         Raises:
             ToolNotFound: no such prompt; the closest names are suggested.
         """
-        return _resolve(self._index.prompts, name, "prompt")
+        return _resolve(self._prompts.winners, name, "prompt")
 
     def conflicts(self, server: str | None = None) -> dict[str, list[str]]:
         """Canonical names claimed by more than one server: name -> servers (the first one won)."""
-        return {n: s for n, s in self._index.conflicts.items() if server is None or server in s}
+        found = self._tools.conflicts()
+        for name, servers in self._prompts.conflicts().items():
+            found[name] = found.get(name, []) + [s for s in servers if s not in found.get(name, [])]
+        return {n: s for n, s in found.items() if server is None or server in s}
 
     # -- building --------------------------------------------------------------------------
 
-    def _rebuild(self) -> None:
-        index = _Index()
-        for server in self._order:
-            catalog = self._catalogs.get(server)
-            if catalog is not None:
-                self._index_server(index, server, self._namespaces[server], catalog)
-        self._index = index
-
-    def _index_server(self, index: _Index, server: str, namespace: str, catalog: ServerCatalog) -> None:
+    def _index_server(self, server: str, catalog: ServerCatalog) -> None:
+        namespace = self._namespaces[server]
         infos = [_tool_info(server, namespace, t) for t in catalog.tools]
         own = {t.tool for t in infos}
         if (catalog.resources or catalog.templates) and READ_RESOURCE not in own:
             infos.append(_read_resource_tool(server, namespace, catalog))
         if catalog.prompts and GET_PROMPT not in own:
             infos.append(_get_prompt_tool(server, namespace, catalog.prompts))
-        _claim(index.tools, index.conflicts, ((t.name, t) for t in infos), server)
-        prompts = (_prompt_info(server, namespace, p) for p in catalog.prompts)
-        _claim(index.prompts, index.conflicts, ((p.name, p) for p in prompts), server)
+        self._tools.replace(server, infos)
+        self._prompts.replace(server, (_prompt_info(server, namespace, p) for p in catalog.prompts))
+        self._changed()
+
+    def _changed(self) -> None:
+        self._snapshot = None
+        self._version = IndexVersion()
 
 
 _Found = TypeVar("_Found")
@@ -156,18 +253,6 @@ def _resolve(table: dict[str, _Found], name: str, kind: str) -> _Found:
     if found is None:
         raise ToolNotFound(name, difflib.get_close_matches(name, list(table), n=3, cutoff=0.5), kind=kind)
     return found
-
-
-def _claim(
-    table: dict[str, Any], conflicts: dict[str, list[str]], items: Iterable[tuple[str, Any]], server: str
-) -> None:
-    for name, item in items:
-        holder = table.get(name)
-        if holder is None:
-            table[name] = item
-        elif holder.server != server:
-            conflicts.setdefault(name, [holder.server]).append(server)
-            logger.warning("%r is offered by %r and %r; %r keeps it", name, holder.server, server, holder.server)
 
 
 def _tool_info(server: str, namespace: str, tool: types.Tool) -> ToolInfo:

@@ -7,14 +7,15 @@ corpus in ``tests/policy/data``: a rule that fires on a real server's definition
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Hit", "blobs", "check_text", "excerpt", "mention_pattern", "tag_text", "visible"]
+from mcpmux.policy._mentions import MentionMatcher, MentionSearch
+
+__all__ = ["Hit", "blobs", "check_text", "excerpt", "mention_search", "mentions", "tag_text", "text_hits", "visible"]
 
 Severity = Literal["low", "medium", "high"]
 EXCERPT_CONTEXT_CHARS = 40
@@ -95,46 +96,107 @@ _INVISIBLE = re.compile(
 )
 _ZWJ = "\u200d"
 _TAG_BASE = 0xE0000
+_TAG_CHARS = re.compile("[\U000e0020-\U000e007e]")
 
 
-def mention_pattern(names: Iterable[str], *, own: str = "") -> re.Pattern[str] | None:
-    """One pattern finding other servers' tool names as whole words: canonical names, and bare names
+# Words every match of a pattern contains (lower case for the case-insensitive patterns): a text
+# with none of them is not searched. A cheap test on 27 patterns that each cost 3-5 us a string.
+# Case-insensitive patterns are gated only on ASCII text, where ignoring case is exactly lowering
+# it (elsewhere "\u017f" matches "s", "\u212a" matches "k").
+_GATES: dict[re.Pattern[str], tuple[str, ...]] = {
+    _MARKUP[0]: ("<",),
+    _MARKUP[1]: ("<", "["),
+    _MARKUP[2]: ("#",),
+    _CONCEALMENT[0]: ("not", "don", "never"),
+    _CONCEALMENT[1]: ("not", "don", "never"),
+    _CONCEALMENT[2]: ("without",),
+    _CONCEALMENT[3]: ("ignore", "disregard", "forget", "override"),
+    _CONCEALMENT[4]: ("before",),
+    _CONCEALMENT[5]: ("silently", "secretly", "quietly", "covertly", "discreetly"),
+    _CONCEALMENT[6]: ("not", "don", "never"),
+    _CONCEALMENT[7]: ("keep", "hide", "conceal"),
+    _CONCEALMENT[8]: ("user",),
+    _CONCEALMENT[9]: ("otherwise",),
+    _SENSITIVE_PATHS[0]: (".ssh", "id_", "authorized_keys", ".gnupg"),
+    _SENSITIVE_PATHS[1]: (".aws", ".azure/", ".config/gcloud", ".kube/config"),
+    _SENSITIVE_PATHS[2]: ("/etc/",),
+    _SENSITIVE_PATHS[3]: ("mcp.json", "claude_desktop_config.json", ".claude.json"),
+    _SENSITIVE_PATHS[4]: (".netrc", ".npmrc", ".pypirc", ".git-credentials", ".docker/config.json", ".bash_history"),
+    _SENSITIVE_PATHS[5]: (".env",),
+    _EXFILTRATION[0]: ("://", "@"),
+    _EXFILTRATION[1]: ("param", "arg", "field"),
+    _EXFILTRATION[2]: ("cc", "forward", "redirect"),
+    _SHADOWING: ("tool",),
+    _MODEL_DIRECTIVE: ("must", "required", "has", "should"),
+}
+
+
+_GATE_PATTERNS: dict[re.Pattern[str], tuple[re.Pattern[str], bool]] = {
+    pattern: (re.compile("|".join(map(re.escape, words))), bool(pattern.flags & re.IGNORECASE))
+    for pattern, words in _GATES.items()
+}
+
+
+def mention_search(names: Iterable[str], *, own: str = "") -> MentionSearch | None:
+    """A search for other servers' tool names as whole words: canonical names, and bare names
     distinctive enough (with ``_``, ``-`` or ``.``) not to be an ordinary word; ``own`` is skipped.
     """
-    candidates = {
-        candidate
-        for name in names
-        for candidate in (name, name.rpartition(":")[2])
-        if candidate != own and len(candidate) >= 4 and any(mark in candidate for mark in ":_-.")
-    }
-    return _compile_mentions(frozenset(candidates)) if candidates else None
-
-
-@functools.lru_cache(maxsize=64)
-def _compile_mentions(candidates: frozenset[str]) -> re.Pattern[str]:
-    # Longest first, so a canonical name wins over the bare name inside it.
-    names = "|".join(re.escape(name) for name in sorted(candidates, key=len, reverse=True))
-    return re.compile(rf"(?<![\w:.-])({names})(?![\w-])")
-
-
-def check_text(text: str, others: re.Pattern[str] | None = None) -> Iterator[Hit]:
-    """Every rule that matches ``text`` (one hit per rule and pattern)."""
-    tables: tuple[tuple[Severity, str, str, Sequence[re.Pattern[str]]], ...] = (
-        ("high", "markup", "instruction markup", _MARKUP),
-        ("high", "concealment", "a concealment or override phrase", _CONCEALMENT),
-        ("high", "exfiltration", "an exfiltration hint", _EXFILTRATION),
-        ("high", "sensitive-path", "a sensitive path", _SENSITIVE_PATHS[:-1]),
-        ("low", "sensitive-path", "a dotenv file", _SENSITIVE_PATHS[-1:]),
-        ("high", "shadowing", "instructions about another tool", [_SHADOWING]),
-        ("medium", "model-directive", "an order addressed to the model", [_MODEL_DIRECTIVE]),
+    matcher = MentionMatcher(
+        candidate for name in names for candidate in (name, name.rpartition(":")[2]) if candidate != own
     )
-    for severity, rule, message, patterns in tables:
-        for pattern in patterns:
-            match = pattern.search(text)
-            if match:
-                yield Hit(severity, rule, message, excerpt(text, match.start(), match.end()))
+    return matcher.search if matcher else None
+
+
+_TABLES: tuple[tuple[Severity, str, str, Sequence[re.Pattern[str]]], ...] = (
+    ("high", "markup", "instruction markup", _MARKUP),
+    ("high", "concealment", "a concealment or override phrase", _CONCEALMENT),
+    ("high", "exfiltration", "an exfiltration hint", _EXFILTRATION),
+    ("high", "sensitive-path", "a sensitive path", _SENSITIVE_PATHS[:-1]),
+    ("low", "sensitive-path", "a dotenv file", _SENSITIVE_PATHS[-1:]),
+    ("high", "shadowing", "instructions about another tool", [_SHADOWING]),
+    ("medium", "model-directive", "an order addressed to the model", [_MODEL_DIRECTIVE]),
+)
+
+
+def check_text(text: str, others: MentionSearch | None = None) -> Iterator[Hit]:
+    """Every rule that matches ``text`` (one hit per rule and pattern)."""
+    yield from text_hits(text)
+    yield from mentions(text, others)
+
+
+# The rule table flattened, each pattern with its gate: (severity, rule, message, pattern, gate, folded).
+_CHECKS: tuple[tuple[Severity, str, str, re.Pattern[str], re.Pattern[str] | None, bool], ...] = tuple(
+    (severity, rule, message, pattern, *_GATE_PATTERNS.get(pattern, (None, False)))
+    for severity, rule, message, patterns in _TABLES
+    for pattern in patterns
+)
+
+
+def text_hits(text: str) -> Iterator[Hit]:
+    """The hits of the rules that look at ``text`` alone (every rule but the mentions of other tools)."""
+    lowered = text.lower() if text.isascii() else None
+    for severity, rule, message, pattern, gate, folded in _CHECKS:
+        if gate is not None:
+            if not folded:
+                if gate.search(text) is None:
+                    continue
+            elif lowered is not None and gate.search(lowered) is None:
+                continue
+        match = pattern.search(text)
+        if match:
+            yield Hit(severity, rule, message, excerpt(text, match.start(), match.end()))
     yield from _invisible(text)
-    yield from _mentions(text, others)
+
+
+def _may_match(pattern: re.Pattern[str], text: str, lowered: str | None) -> bool:
+    """Whether ``pattern`` passes its gate on ``text`` (``lowered``: the text lowered if it is ASCII)."""
+    gate = _GATE_PATTERNS.get(pattern)
+    if gate is None:
+        return True
+    words, folded = gate
+    if folded:
+        return lowered is None or words.search(lowered) is not None
+    return words.search(text) is not None
 
 
 def _invisible(text: str) -> Iterator[Hit]:
@@ -143,22 +205,25 @@ def _invisible(text: str) -> Iterator[Hit]:
         name = unicodedata.name(match.group(), f"U+{ord(match.group()):04X}")
         yield Hit("high", "invisible-unicode", f"an invisible or bidi character ({name})",
                   excerpt(text, match.start(), match.end()))  # fmt: skip
-    for index, char in enumerate(text):
-        if char == _ZWJ and not (_is_emoji(text, index - 1) and _is_emoji(text, index + 1)):
+    index = text.find(_ZWJ)
+    while index >= 0:
+        if not (_is_emoji(text, index - 1) and _is_emoji(text, index + 1)):
             message = "a zero-width joiner outside an emoji"
             yield Hit("high", "invisible-unicode", message, excerpt(text, index, index + 1))
             return
+        index = text.find(_ZWJ, index + 1)
 
 
 def _is_emoji(text: str, index: int) -> bool:
     return 0 <= index < len(text) and (unicodedata.category(text[index]) == "So" or ord(text[index]) >= 0x1F000)
 
 
-def _mentions(text: str, others: re.Pattern[str] | None) -> Iterator[Hit]:
-    match = others.search(text) if others is not None else None
-    if match is None:
+def mentions(text: str, others: MentionSearch | None) -> Iterator[Hit]:
+    """The first mention in ``text`` of another server's tool (``shadowing`` if an order is near it)."""
+    mention = others(text) if others is not None else None
+    if mention is None:
         return
-    name, window = match.group(1), excerpt(text, match.start(), match.end())
+    name, window = mention.name, excerpt(text, mention.start, mention.end)
     if _SHADOWING.search(text) or re.search(r"\b(?:always|must|instead|never|whenever|before|after)\b", window, _I):
         yield Hit("high", "shadowing", f"instructions about another server's tool {name!r}", window)
     else:
@@ -167,6 +232,8 @@ def _mentions(text: str, others: re.Pattern[str] | None) -> Iterator[Hit]:
 
 def tag_text(text: str) -> str:
     """The ASCII smuggled in Unicode tag characters (U+E0020..U+E007E), if any."""
+    if _TAG_CHARS.search(text) is None:
+        return ""
     return "".join(chr(ord(char) - _TAG_BASE) for char in text if 0xE0020 <= ord(char) <= 0xE007E)
 
 

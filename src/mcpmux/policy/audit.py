@@ -11,15 +11,15 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcpmux.config.display import MASK, redact
+from mcpmux.config.display import MASK, json_forms, may_need_redaction, redact
 from mcpmux.json_shapes import JSONObject
 from mcpmux.policy.store import StateStore
 
-__all__ = ["AuditLog", "AuditRow", "argument_digest", "redact_arguments"]
+__all__ = ["AuditLog", "AuditRow", "argument_digest", "digest_and_redact", "redact_arguments"]
 
 # Argument names whose values are secrets whatever they contain.
 _SECRET_KEY = re.compile(r"(pass(word|phrase)?|secret|token|api[_-]?key|auth(orization)?|credential|cookie)", re.I)
@@ -27,8 +27,31 @@ _SECRET_KEY = re.compile(r"(pass(word|phrase)?|secret|token|api[_-]?key|auth(ori
 
 def argument_digest(arguments: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of the canonical JSON of the arguments: equal calls have equal digests."""
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _digest(_canonical_json(arguments))
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _digest(canonical: str) -> str:
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def digest_and_redact(
+    arguments: Mapping[str, Any], secrets: Sequence[str], secret_forms: Sequence[str] | None = None
+) -> tuple[str, str]:
+    """The arguments' digest and their redacted JSON, from one serialisation when nothing needs redacting.
+
+    The canonical JSON is digested; it is also what is stored unless it may hold a secret: a
+    secret-named key, a known secret value or a prefixed token sends the arguments through
+    :func:`redact_arguments` first. ``secret_forms`` are ``json_forms(secrets)``, computed once.
+    """
+    canonical = _canonical_json(arguments)
+    forms = json_forms(secrets) if secret_forms is None else secret_forms
+    if _SECRET_KEY.search(canonical) is None and not may_need_redaction(canonical, forms):
+        return _digest(canonical), canonical
+    return _digest(canonical), _canonical_json(redact_arguments(arguments, secrets))
 
 
 def redact_arguments(value: Any, secrets: Iterable[str]) -> Any:
@@ -73,6 +96,7 @@ class AuditLog:
 
     def __init__(self, store: StateStore, secrets: Iterable[str] = ()) -> None:
         self._store, self._secrets = store, tuple(secrets)
+        self._secret_forms = json_forms(self._secrets)
 
     def record(
         self,
@@ -91,9 +115,9 @@ class AuditLog:
         result_bytes: int | None = None,
     ) -> None:
         """Append one row; arguments are digested, then stored redacted."""
-        args = json.dumps(redact_arguments(arguments, self._secrets), ensure_ascii=False, default=str)
+        digest, args = digest_and_redact(arguments, self._secrets, self._secret_forms)
         row = (
-            time.time(), face, caller, server, tool, name, argument_digest(arguments), args, decision, rule,
+            time.time(), face, caller, server, tool, name, digest, args, decision, rule,
             duration_ms, outcome, redact(error, self._secrets) if error else None, result_bytes,
         )  # fmt: skip
         self._store.append(

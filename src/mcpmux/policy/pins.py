@@ -73,7 +73,11 @@ def server_identity(server: ServerConfig, project: Path | str) -> str:
 
 def definition_hash(tool: ToolInfo) -> str:
     """SHA-256 (hex) of the canonical JSON of the tool's definition."""
-    return hashlib.sha256(_canonical_json(canonical_definition(tool)).encode("utf-8")).hexdigest()
+    return _digest(_canonical_json(canonical_definition(tool)))
+
+
+def _digest(canonical: str) -> str:
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +131,9 @@ class PinBook:
     def __init__(self, store: StateStore, mode: PinningMode, identities: Mapping[str, str] | None = None) -> None:
         self._store, self.mode = store, mode
         self._identities = dict(identities or {})
+        # Legacy rows come only from upgrading a version 1 file when it is opened: once none are
+        # found, none appear later, and a first sight costs no lookup of them.
+        self._legacy_rows: bool | None = None
 
     def identity(self, server: str) -> str:
         """The identity ``server``'s pins are kept under."""
@@ -141,13 +148,15 @@ class PinBook:
         """
         if self.mode == "off" or tool.synthetic:
             return PinVerdict(True, "pinning is off" if self.mode == "off" else "made by mcpmux", None)
-        digest, definition = definition_hash(tool), canonical_definition(tool)
+        definition = canonical_definition(tool)
+        text = _canonical_json(definition)
+        digest = _digest(text)
         pin = self.get(tool.server, tool.tool) or self._adopt_legacy(tool.server, tool.tool)
         if pin is None:
             suspicious = suspicion() if suspicion is not None else None
             approved = self.mode == "tofu" and suspicious is None
             reason = suspicious or ("awaiting approval (pinning: strict)" if not approved else "")
-            pin = self._insert(tool, digest, definition, approved, reason or None)
+            pin = self._insert(tool, digest, text, approved, reason or None)
         elif pin.hash != digest:
             if pin.pending_hash != digest:
                 suspicious = suspicion() if suspicion is not None else None
@@ -191,7 +200,9 @@ class PinBook:
 
     def _adopt_legacy(self, server: str, tool: str) -> Pin | None:
         identity = self.identity(server)
-        if identity == LEGACY_IDENTITY or self._get(LEGACY_IDENTITY, server, tool) is None:
+        if identity == LEGACY_IDENTITY or not self._has_legacy_rows():
+            return None
+        if self._get(LEGACY_IDENTITY, server, tool) is None:
             return None
         with self._store.write() as db:
             db.execute(
@@ -200,6 +211,13 @@ class PinBook:
                 (identity, LEGACY_IDENTITY, server, tool),
             )
         return self._get(identity, server, tool)
+
+    def _has_legacy_rows(self) -> bool:
+        if self._legacy_rows is None:
+            with self._store.read() as db:
+                found = db.execute("SELECT 1 FROM pins WHERE identity=? LIMIT 1", (LEGACY_IDENTITY,)).fetchone()
+            self._legacy_rows = found is not None
+        return self._legacy_rows
 
     def pins(self, server: str | None = None) -> list[Pin]:
         """The pins of the configured servers' identities (of ``server`` if given), sorted by server and tool."""
@@ -215,17 +233,19 @@ class PinBook:
                 )
             return [_pin(r) for r in rows.fetchall()]
 
-    def _insert(self, tool: ToolInfo, digest: str, definition: JSONObject, approved: bool, reason: str | None) -> Pin:
-        identity = self.identity(tool.server)
-        definition_json = _canonical_json(definition)
-        row = (identity, tool.server, tool.tool, digest, definition_json, int(approved), time.time(), reason)
+    def _insert(self, tool: ToolInfo, digest: str, definition_json: str, approved: bool, reason: str | None) -> Pin:
+        identity, pinned_at = self.identity(tool.server), time.time()
+        row = (identity, tool.server, tool.tool, digest, definition_json, int(approved), pinned_at, reason)
         with self._store.write() as db:
-            db.execute(
+            inserted = db.execute(
                 "INSERT OR IGNORE INTO pins (identity, server, tool, hash, definition, approved, pinned_at,"
                 " pending_reason) VALUES (?,?,?,?,?,?,?,?)",
                 row,
-            )
-        pin = self.get(tool.server, tool.tool)
+            ).rowcount
+        if inserted == 1:
+            return Pin(tool.server, tool.tool, digest, json.loads(definition_json), approved, pinned_at, None, None,
+                       reason)  # fmt: skip
+        pin = self.get(tool.server, tool.tool)  # another process pinned it first: its pin stands
         assert pin is not None
         return pin
 

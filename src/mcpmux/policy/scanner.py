@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
+import dataclasses
+import functools
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -24,7 +26,9 @@ from typing import Any, Literal
 import mcp_types as types
 
 from mcpmux.manager import ToolInfo
+from mcpmux.manager.registry import IndexVersion, ToolSnapshot
 from mcpmux.policy import _scan_rules as rules
+from mcpmux.policy._mentions import MentionMatcher, MentionSearch, is_distinctive, might_mention
 
 __all__ = ["SEVERITIES", "Finding", "Severity", "scan_tool", "scan_tools", "suspect"]
 
@@ -33,6 +37,8 @@ SEVERITIES: tuple[Severity, ...] = ("low", "medium", "high")
 """Severities, mildest first."""
 _SKIPPED_KEYS = frozenset({"pattern", "format", "$schema", "$id", "$ref", "type"})
 _MAX_DECODED_CHARS = 4096
+CACHED_TEXT_CHARS = 512
+CACHED_TEXTS = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +82,11 @@ def scan_tool(
             description that mentions them is flagged (cross-tool shadowing).
     """
     definition = _as_json(tool)
+    return _scan(definition, server, rules.mention_search(other_tools, own=str(definition.get("name", ""))))
+
+
+def _scan(definition: dict[str, Any], server: str, others: MentionSearch | None) -> list[Finding]:
     name = str(definition.get("name", ""))
-    others = rules.mention_pattern(other_tools, own=name)
     found: dict[tuple[str, str], Finding] = {}
     for location, text in _strings(definition):
         for hit in _check(text, others):
@@ -92,40 +101,127 @@ def scan_tools(
     tools: Iterable[ToolInfo | types.Tool | dict[str, Any]], *, server: str, other_tools: Iterable[str] = ()
 ) -> list[Finding]:
     """Every finding in the tools of one server; a tool mentioning a sibling on the same server is fine."""
-    listed = list(tools)
-    own = {str(_as_json(tool).get("name", "")) for tool in listed}
+    definitions = [_as_json(tool) for tool in tools]
+    own = {str(definition.get("name", "")) for definition in definitions}
     others = [name for name in other_tools if name.rpartition(":")[2] not in own]
-    return [finding for tool in listed for finding in scan_tool(tool, server=server, other_tools=others)]
+    matcher = MentionMatcher(candidate for name in others for candidate in (name, name.rpartition(":")[2]))
+    findings: list[Finding] = []
+    for definition in definitions:
+        name = str(definition.get("name", ""))
+        search = functools.partial(matcher.search, accept=name.__ne__) if matcher else None
+        findings += _scan(definition, server, search)
+    return findings
 
 
 def suspect(tool: ToolInfo, everyone: Sequence[ToolInfo]) -> str | None:
     """Why ``tool`` should be quarantined (its first high finding), or ``None``; fits ``Guard(suspicion=)``.
 
     ``everyone`` is the whole index: the tools of other servers are the names a poisoned
-    description might shadow.
+    description might shadow. The names are indexed once per version of the registry's tools
+    (a :class:`~mcpmux.manager.registry.ToolSnapshot`), so scanning a whole index is linear.
     """
-    siblings = {info.tool for info in everyone if info.server == tool.server}
-    others = [name for info in everyone if info.server != tool.server and info.tool not in siblings
-              for name in (info.name, info.tool)]  # fmt: skip
-    for finding in scan_tool(tool, server=tool.server, other_tools=others):
+    for finding in _scan(_as_json(tool), tool.server, _mentions_of(everyone).search_for(tool)):
         if finding.severity == "high":
             return f"scanner: {finding.message} in {finding.location}: {finding.excerpt}"
     return None
 
 
-def _check(text: str, others: re.Pattern[str] | None) -> Iterator[rules.Hit]:
-    yield from rules.check_text(text, others)
-    hidden = rules.tag_text(text)
-    if hidden:
-        for hit in rules.check_text(hidden, others):
+class _IndexMentions:
+    """Every distinctive name of one index of tools, with the tools offering it."""
+
+    __slots__ = ("_matcher", "_offered", "_siblings")
+
+    def __init__(self, everyone: Iterable[ToolInfo]) -> None:
+        self._offered: dict[str, set[tuple[str, str]]] = {}
+        self._siblings: dict[str, set[str]] = {}
+        for info in everyone:
+            self._siblings.setdefault(info.server, set()).add(info.tool)
+            for name in (info.name, info.tool):
+                for candidate in (name, name.rpartition(":")[2]):
+                    if is_distinctive(candidate):
+                        self._offered.setdefault(candidate, set()).add((info.server, info.tool))
+        self._matcher = MentionMatcher(self._offered)
+
+    def search_for(self, tool: ToolInfo) -> MentionSearch | None:
+        """The search for names ``tool`` must not mention: other servers' tools that its own server lacks."""
+        if not self._matcher:
+            return None
+        server, own, siblings = tool.server, tool.tool, self._siblings.get(tool.server, set())
+
+        def foreign(candidate: str) -> bool:
+            offers = self._offered[candidate]
+            return candidate != own and any(s != server and name not in siblings for s, name in offers)
+
+        return functools.partial(self._matcher.search, accept=foreign)
+
+
+_BY_VERSION: weakref.WeakKeyDictionary[IndexVersion, _IndexMentions] = weakref.WeakKeyDictionary()
+
+
+def _mentions_of(everyone: Sequence[ToolInfo]) -> _IndexMentions:
+    if not isinstance(everyone, ToolSnapshot):
+        return _IndexMentions(everyone)
+    mentions = _BY_VERSION.get(everyone.version)
+    if mentions is None:
+        mentions = _BY_VERSION[everyone.version] = _IndexMentions(everyone)
+    return mentions
+
+
+def _check(text: str, others: MentionSearch | None) -> Iterable[rules.Hit]:
+    scanned = _scan_text(text) if len(text) <= CACHED_TEXT_CHARS else _TextScan.of(text)
+    if scanned.settled is not None:
+        return scanned.settled
+    return _hits(text, scanned, others)
+
+
+def _hits(text: str, scanned: _TextScan, others: MentionSearch | None) -> Iterator[rules.Hit]:
+    yield from scanned.hits
+    yield from rules.mentions(text, others)
+    if scanned.hidden:
+        for hit in (*scanned.hidden_hits, *rules.mentions(scanned.hidden, others)):
             yield rules.Hit("high", hit.rule, f"hidden (Unicode tag characters): {hit.message}", hit.excerpt)
-    for blob in rules.blobs(text):
-        decoded = _decode(blob)
-        inner = list(rules.check_text(decoded, others)) if decoded else []
+    for blob, decoded, decoded_hits in scanned.blobs:
+        inner = list(decoded_hits) or (list(rules.mentions(decoded, others)) if decoded else [])
         if inner:
             yield rules.Hit("high", inner[0].rule, f"base64-encoded: {inner[0].message}", inner[0].excerpt)
         else:
             yield rules.Hit("medium", "encoded-blob", "a long base64-looking blob", rules.excerpt(blob, 0, len(blob)))
+
+
+@dataclass(frozen=True, slots=True)
+class _TextScan:
+    """What the rules find in one string whatever the other tools are (all but the mentions).
+
+    ``settled`` is every hit when no tool name can be mentioned in the string (it has none of
+    the characters every name worth looking for has, nor hidden or encoded text): most keys and
+    short values of a schema.
+    """
+
+    hits: tuple[rules.Hit, ...]
+    hidden: str
+    hidden_hits: tuple[rules.Hit, ...]
+    blobs: tuple[tuple[str, str | None, tuple[rules.Hit, ...]], ...]
+    settled: tuple[rules.Hit, ...] | None = None
+
+    @classmethod
+    def of(cls, text: str) -> _TextScan:
+        hidden = rules.tag_text(text)
+        decoded = [(blob, _decode(blob)) for blob in rules.blobs(text)]
+        scanned = cls(
+            tuple(rules.text_hits(text)),
+            hidden,
+            tuple(rules.text_hits(hidden)) if hidden else (),
+            tuple((blob, text, tuple(rules.text_hits(text)) if text else ()) for blob, text in decoded),
+        )
+        if hidden or any(text for _, text in decoded) or might_mention(text):
+            return scanned
+        return dataclasses.replace(scanned, settled=tuple(_hits(text, scanned, None)))
+
+
+@functools.lru_cache(maxsize=CACHED_TEXTS)
+def _scan_text(text: str) -> _TextScan:
+    # Definitions repeat their strings (keys, "type", common property descriptions): scan each once.
+    return _TextScan.of(text)
 
 
 def _decode(blob: str) -> str | None:
@@ -146,19 +242,26 @@ def _as_json(tool: ToolInfo | types.Tool | dict[str, Any]) -> dict[str, Any]:
     return dumped
 
 
-def _strings(value: Any, location: str = "") -> Iterator[tuple[str, str]]:
+def _strings(value: Any, location: str = "") -> list[tuple[str, str]]:
     """Every string of a JSON value with its location; keys of objects too (``path#key``)."""
+    found: list[tuple[str, str]] = []
+    _collect(value, location, found)
+    return found
+
+
+def _collect(value: Any, location: str, found: list[tuple[str, str]]) -> None:
+    # A plain recursive function: recursive generators cost a frame resumption per level and string.
     if isinstance(value, str):
-        yield location, value
+        found.append((location, value))
     elif isinstance(value, dict):
         for key, item in value.items():
             inner = f"{location}.{key}" if location else str(key)
-            yield f"{inner}#key", str(key)
+            found.append((f"{inner}#key", str(key)))
             if key not in _SKIPPED_KEYS:
-                yield from _strings(item, inner)
+                _collect(item, inner, found)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _strings(item, f"{location}[{index}]")
+            _collect(item, f"{location}[{index}]", found)
 
 
 def _rank(finding: Finding) -> int:

@@ -1,0 +1,99 @@
+"""The audit log's write path: one serialisation per row, redaction as before, no row lost."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mcpmux.policy.audit import AuditLog, argument_digest, digest_and_redact, redact_arguments
+from mcpmux.policy.store import StateStore
+
+SECRETS = ("hunter2-secret", 'quo"te\\d', "tab\tbed", "\u00e9t\u00e9-key")
+
+
+def record(audit: AuditLog, arguments: dict[str, Any], n: int = 0) -> None:
+    audit.record(
+        face="library", caller=None, server="fs", tool="read_file", name="fs:read_file", arguments=arguments,
+        decision="allowed", rule="default", duration_ms=1.0, outcome="ok", result_bytes=n,
+    )  # fmt: skip
+
+
+def rows(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        (count,) = db.execute("SELECT count(*) FROM audit").fetchone()
+    return int(count)
+
+
+def test_a_row_serialises_its_arguments_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    dumps = json.dumps
+
+    def counting(value: object, **options: Any) -> str:
+        calls.append(value)
+        return dumps(value, **options)
+
+    with StateStore(tmp_path / "state.db") as store:
+        audit = AuditLog(store, SECRETS)
+        monkeypatch.setattr(json, "dumps", counting)
+        record(audit, {"path": "/srv/notes.txt", "limit": 3, "nested": {"tags": ["a", "b"]}})
+        monkeypatch.undo()
+        assert len(calls) == 1
+        [row] = audit.query()
+        assert row.args == {"path": "/srv/notes.txt", "limit": 3, "nested": {"tags": ["a", "b"]}}
+        assert row.args_digest == argument_digest(row.args)
+
+
+JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.sampled_from([*SECRETS, "ghp_" + "A1b2" * 4, "\nghp_" + "Z9" * 8, "x sk-" + "q" * 14, "plain"]),
+    st.text(max_size=12),
+)
+KEYS = st.sampled_from(["path", "password", "api_key", "Authorization", "query", "t\u00e9", "note"])
+ARGUMENTS = st.recursive(
+    JSON_LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3)
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(arguments=st.dictionaries(KEYS, ARGUMENTS, max_size=4), glue=st.sampled_from(["", " ", "\n", '"', "/"]))
+def test_the_digest_and_the_stored_arguments_are_what_they_were(arguments: dict[str, Any], glue: str) -> None:
+    arguments = {**arguments, "joined": glue.join(str(v) for v in arguments.values())}
+    digest, stored = digest_and_redact(arguments, SECRETS)
+    assert digest == argument_digest(arguments)
+    assert json.loads(stored) == json.loads(json.dumps(redact_arguments(arguments, SECRETS), default=str))
+    assert not any(secret in stored or json.dumps(secret)[1:-1] in stored for secret in SECRETS)
+
+
+def test_rows_queued_at_close_are_written(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = StateStore(path)
+    audit = AuditLog(store)
+    for n in range(2000):
+        record(audit, {"n": n}, n)
+    store.close()
+    assert rows(path) == 2000
+
+
+def test_a_process_that_exits_without_closing_writes_every_audit_row(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    code = (
+        "import sys\n"
+        "from mcpmux.policy.audit import AuditLog\n"
+        "from mcpmux.policy.store import StateStore\n"
+        "audit = AuditLog(StateStore(sys.argv[1]))\n"
+        "for n in range(3000):\n"
+        "    audit.record(face='library', caller=None, server='fs', tool='t', name='fs:t', arguments={'n': n},\n"
+        "                 decision='allowed', rule='default', duration_ms=1.0, outcome='ok')\n"
+        "sys.exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=120)
+    assert rows(path) == 3000
