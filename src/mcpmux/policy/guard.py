@@ -132,9 +132,16 @@ class Guard:
 
     def exposures(self, server: str | None = None) -> list[Exposure]:
         """Every tool with its exposure verdict."""
-        return [self._exposure(tool) for tool in self.manager.tools(server)]
+        taken: list[Sequence[ToolInfo]] = []  # one snapshot of the index per listing, taken if the scanner asks
 
-    def _exposure(self, tool: ToolInfo) -> Exposure:
+        def snapshot() -> Sequence[ToolInfo]:
+            if not taken:
+                taken.append(self.manager.tools())  # the index's own snapshot (the scanner caches by its version)
+            return taken[0]
+
+        return [self._exposure(tool, snapshot) for tool in self.manager.tools(server)]
+
+    def _exposure(self, tool: ToolInfo, everyone: Callable[[], Sequence[ToolInfo]] | None = None) -> Exposure:
         key = (tool.server, tool.tool, self._hash(tool))
         cached = self._exposures.get(key)
         if cached is not None:
@@ -144,7 +151,8 @@ class Guard:
             exposure = Exposure(tool, False, "denied", listing.rule)
         else:
             scanner = self._suspicion
-            suspicion = None if scanner is None else lambda: scanner(tool, self.manager.tools())
+            others = everyone or self.manager.tools
+            suspicion = None if scanner is None else lambda: scanner(tool, others())
             verdict = self.pins.check(tool, suspicion=suspicion)
             exposure = Exposure(
                 tool, verdict.exposed, "ok" if verdict.exposed else "quarantined", verdict.reason, verdict
