@@ -218,13 +218,22 @@ def prompts_cmd(server: str | None) -> None:
 @click.option(
     "--yes", "-y", is_flag=True, help="Approve a call that needs approval, this once (deny rules still apply)."
 )
+@click.option(
+    "--no-validate",
+    "no_validate",
+    is_flag=True,
+    help="Send the arguments without checking them against the tool's input schema (for schemas that lie).",
+)
 @json_option
-def call_cmd(name: str, arguments: tuple[str, ...], args_file: Path | None, timeout: float | None, yes: bool) -> int:
+def call_cmd(
+    name: str, arguments: tuple[str, ...], args_file: Path | None, timeout: float | None, yes: bool, no_validate: bool
+) -> int:
     """Call a tool by its canonical name and print the result; exit 1 if the tool reports an error.
 
     Arguments are one JSON object ('{"path": "a.txt"}') or KEY=VALUE pairs (path=a.txt n=3), where a
     VALUE that parses as JSON is taken as JSON (3, true, null, [1]) and any other as a string;
-    KEY:=JSON insists on JSON.
+    KEY:=JSON insists on JSON. Arguments that do not match the tool's input schema are refused
+    before anything is sent (exit 2, naming the argument); --no-validate sends them anyway.
     """
     from mcpmux.cli.approval import approve_this_invocation
 
@@ -238,7 +247,9 @@ def call_cmd(name: str, arguments: tuple[str, ...], args_file: Path | None, time
             config, tool_servers(config, name), approver=approve_this_invocation if yes else None
         ) as guard:
             try:
-                return await guard.call_tool(name, args, timeout=timeout, on_progress=on_progress)
+                return await guard.call_tool(
+                    name, args, timeout=timeout, on_progress=on_progress, validate=False if no_validate else None
+                )
             except ApprovalDenied as exc:
                 if exc.hint:
                     exc.hint += "; or pass --yes to approve this one call"

@@ -161,6 +161,9 @@ class _ServerBase(_Frozen):
     retry_attempts: int | None = Field(None, ge=0)
     protocol: ProtocolChoice = "auto"
     lazy: bool | None = None
+    # Check call arguments against each tool's inputSchema before sending (``validate: false`` for
+    # servers whose schemas lie). Named ``validate`` in files; the attribute avoids BaseModel.validate.
+    validate_arguments: bool = Field(True, alias="validate")
     # The values that came from ``${VAR}`` interpolation into this entry (set by the loader, never read
     # from a file): whatever prints or stores this server's output masks them (stderr log, errors).
     secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)

@@ -26,7 +26,14 @@ import anyio
 import mcp_types as types
 
 from mcpmux.config.models import Config
-from mcpmux.errors import ApprovalDenied, MCPMuxError, ToolDefinitionChanged, ToolDenied, ToolQuarantined
+from mcpmux.errors import (
+    ApprovalDenied,
+    InvalidArguments,
+    MCPMuxError,
+    ToolDefinitionChanged,
+    ToolDenied,
+    ToolQuarantined,
+)
 from mcpmux.json_shapes import JSONObject
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
 from mcpmux.manager.events import Event
@@ -36,6 +43,7 @@ from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_iden
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import Finding, scan_tool, suspect
 from mcpmux.policy.store import StateStore
+from mcpmux.policy.validation import ArgumentCheck
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
@@ -119,6 +127,7 @@ class Guard:
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
         self._hashes: dict[int, tuple[ToolInfo, str]] = {}
         self._in_flight: dict[str, list[_InFlight]] = {}
+        self._check_arguments = ArgumentCheck()
 
     # -- what may be seen --------------------------------------------------------------------
 
@@ -250,6 +259,7 @@ class Guard:
         answered_by: str | None = None,
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
+        validate: bool | None = None,
     ) -> types.CallToolResult:
         """Call ``name`` if the policy allows it (asking when it says so), and audit the attempt.
 
@@ -260,16 +270,23 @@ class Guard:
         local ones, "always" answers are remembered for that identity alone
         (:class:`~mcpmux.policy.approval.ApprovalScope`).
 
+        The arguments are checked against the tool's ``inputSchema`` once the rules allow the call
+        and before anyone is asked (see :mod:`mcpmux.policy.validation`), unless ``validate`` is
+        false or, when it is ``None``, the server's ``validate: false`` says so; invalid arguments
+        are refused (audited) and never sent.
+
         Raises:
             ToolNotFound: no such tool.
             ToolDenied: an allow/deny rule forbids it.
             ToolQuarantined, ToolDefinitionChanged: its definition is held back until approved.
             ApprovalDenied: approval was needed and not given.
+            InvalidArguments: the arguments do not match the tool's input schema.
             MCPMuxError: the call itself failed (see :meth:`Manager.call_tool`).
         """
         args = dict(arguments or {})
         tool = self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)
-        decision = await self._decide(tool, args, caller, answered_by)
+        check = validate if validate is not None else self._validates(tool)
+        decision = await self._decide(tool, args, caller, answered_by, check_arguments=check)
         scope = ApprovalScope.of(self.face, answered_by or caller)
         with self._calling(_InFlight(tool, args, scope, decision.by_person)):
             call = self.manager.call_resolved(tool, args, timeout=timeout, on_progress=on_progress)
@@ -322,8 +339,20 @@ class Guard:
         call.approved = answer is not Answer.NO
         return Answer.YES if call.approved else Answer.NO
 
+    def _validates(self, tool: ToolInfo) -> bool:
+        """Whether ``tool``'s arguments are checked: its server's ``validate`` (synthetic tools: never)."""
+        if tool.synthetic:
+            return False
+        return self.manager.config.server(tool.server).validate_arguments
+
     async def _decide(
-        self, tool: ToolInfo, args: JSONObject, caller: str | None, answered_by: str | None = None
+        self,
+        tool: ToolInfo,
+        args: JSONObject,
+        caller: str | None,
+        answered_by: str | None = None,
+        *,
+        check_arguments: bool = False,
     ) -> Decision:
         decision = self.rules.call(tool, args)
         if decision.action == "deny":
@@ -337,6 +366,12 @@ class Guard:
             if pin is not None and pin.pending_hash is not None:
                 raise ToolDefinitionChanged(tool.name, pin.diff(), approve_as=approve_as)
             raise ToolQuarantined(tool.name, exposure.reason, approve_as=approve_as)
+        if check_arguments:
+            try:
+                self._check_arguments(tool, args)
+            except InvalidArguments as exc:
+                self._refused(tool, args, caller, "invalid", "; ".join(str(p) for p in exc.problems))
+                raise
         if decision.action == "ask":
             return await self._ask(tool, args, caller, decision, ApprovalScope.of(self.face, answered_by or caller))
         return decision
