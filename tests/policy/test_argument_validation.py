@@ -129,7 +129,7 @@ def test_cheap_formats_enums_and_bounds_are_checked() -> None:
     }
     assert problems(schema, {"when": "2026-11-24", "mode": "fast", "n": 1}) == []
     assert problems(schema, {"when": "yesterday", "mode": "quick", "n": 0}) == [
-        "argument 'mode': expected one of [\"fast\", \"slow\"], got \"quick\"",
+        'argument \'mode\': expected one of ["fast", "slow"], got "quick"',
         "argument 'n': expected a number >= 1, got 0",
         "argument 'when': expected a string in format 'date', got \"yesterday\"",
     ]
