@@ -36,6 +36,7 @@ from the builtin :class:`TimeoutError`.
     ├── Busy                           too many calls queued for one server (exit 1)
     └── PolicyError                    the guard refused a call (exit 1)
         ├── ToolDenied                 an allow/deny rule forbids the tool
+        │   └── ResourceNotDeclared    a read outside the server's declared ``resources``
         ├── ApprovalDenied             approval was required and not given
         └── ToolQuarantined            the tool's definition changed, is unapproved or looks poisoned
             └── ToolDefinitionChanged  the definition differs from its pin (a diff is attached)
@@ -74,6 +75,7 @@ __all__ = [
     "PolicyError",
     "ProtocolError",
     "ProtocolVersionMismatch",
+    "ResourceNotDeclared",
     "ResponseTooLarge",
     "ServerError",
     "ServerExited",
@@ -550,6 +552,18 @@ class ToolDenied(PolicyError):
             tool, f"tool {tool!r} is denied by {rule}", hint="change allowed_tools/denied_tools to allow it"
         )
         self.rule = rule
+
+
+class ResourceNotDeclared(ToolDenied):
+    """A read of a URI that none of the server's declared ``resources`` globs covers."""
+
+    def __init__(self, server: str, tool: str, uri: str) -> None:
+        rule = f"{uri!r} is not among the resources declared for server {server!r}"
+        PolicyError.__init__(
+            self, tool, f"resource {uri!r} of server {server!r} is not exposed: {rule}",
+            hint=f"add a glob covering it to the `resources:` list of server {server!r}, or remove the list",
+        )  # fmt: skip
+        self.rule, self.server, self.uri = rule, server, uri
 
 
 class ApprovalDenied(PolicyError):

@@ -7,6 +7,7 @@ interpolation are already expanded here; env and header values are :class:`Secre
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import re
 from pathlib import Path
@@ -36,6 +37,7 @@ __all__ = [
     "ApprovalRule",
     "BuiltinServerConfig",
     "Config",
+    "DeclaredResource",
     "GatewayApprovers",
     "LLMConfig",
     "NetworkServerConfig",
@@ -50,6 +52,7 @@ __all__ = [
     "StreamableHttpServerConfig",
     "TcpServerConfig",
     "WebSocketServerConfig",
+    "declared_for",
 ]
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -150,6 +153,27 @@ class Settings(_Frozen):
     _one_item = field_validator("env_passthrough", mode="before")(_one_item_list)
 
 
+class DeclaredResource(_Frozen):
+    """A resource a server exposes (``resources: [{uri: "docs://api/*", description: ...}]``).
+
+    ``uri`` is a glob (``*``, ``?``, ``[...]``) over resource URIs; a template is matched by its
+    pattern (``docs://api/{name}`` matches ``docs://api/*``). ``description`` is told to the model.
+    """
+
+    uri: str = Field(min_length=1)
+    description: str | None = None
+
+    def matches(self, uri: str) -> bool:
+        """Whether ``uri`` (a resource's URI or a template's pattern) falls under this declaration."""
+        return fnmatch.fnmatchcase(uri, self.uri)
+
+
+def declared_for(declared: tuple[DeclaredResource, ...] | None, uri: str) -> DeclaredResource | None:
+    """The first declaration covering ``uri``; ``None`` if none does (everything is exposed when
+    ``declared`` is ``None``: check that first)."""
+    return next((d for d in declared or () if d.matches(uri)), None)
+
+
 class _ServerBase(_Frozen):
     name: str
     enabled: bool = True
@@ -164,6 +188,8 @@ class _ServerBase(_Frozen):
     # Check call arguments against each tool's inputSchema before sending (``validate: false`` for
     # servers whose schemas lie). Named ``validate`` in files; the attribute avoids BaseModel.validate.
     validate_arguments: bool = Field(True, alias="validate")
+    # The resources exposed, with what the model is told of them; absent: every resource the server lists.
+    resources: tuple[DeclaredResource, ...] | None = None
     # The values that came from ``${VAR}`` interpolation into this entry (set by the loader, never read
     # from a file): whatever prints or stores this server's output masks them (stderr log, errors).
     secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import mcp_types as types
 
+from mcpmux.config.models import DeclaredResource, declared_for
 from mcpmux.errors import ToolNotFound
 from mcpmux.manager.models import PromptInfo, ResourceInfo, ToolInfo
 from mcpmux.names import canonical_name
@@ -56,13 +57,22 @@ class Registry:
         self._order: list[str] = []
         self._namespaces: dict[str, str] = {}
         self._catalogs: dict[str, ServerCatalog] = {}
+        self._declared: dict[str, tuple[DeclaredResource, ...]] = {}
         self._index = _Index()
 
-    def add_server(self, server: str, namespace: str) -> None:
-        """Register ``server`` (in order) with the namespace of its canonical names."""
+    def add_server(self, server: str, namespace: str, resources: tuple[DeclaredResource, ...] | None = None) -> None:
+        """Register ``server`` (in order) with the namespace of its canonical names.
+
+        ``resources`` are its declared resources: only those are indexed (and described to the
+        model in its ``read_resource`` tool); ``None`` indexes every resource it lists.
+        """
         if server not in self._order:
             self._order.append(server)
         self._namespaces[server] = namespace
+        if resources is None:
+            self._declared.pop(server, None)
+        else:
+            self._declared[server] = resources
 
     def remove_server(self, server: str) -> None:
         """Forget ``server`` and everything it offered."""
@@ -70,6 +80,7 @@ class Registry:
             self._order.remove(server)
         self._namespaces.pop(server, None)
         self._catalogs.pop(server, None)
+        self._declared.pop(server, None)
         self._rebuild()
 
     def update(self, server: str, catalog: ServerCatalog) -> None:
@@ -98,6 +109,7 @@ class Registry:
             catalog = self._catalogs.get(name)
             if catalog is None or (server is not None and name != server):
                 continue
+            catalog = self._exposed(name, catalog)
             out += [_resource_info(name, r) for r in catalog.resources]
             out += [_template_info(name, t) for t in catalog.templates]
         return out
@@ -136,11 +148,21 @@ class Registry:
                 self._index_server(index, server, self._namespaces[server], catalog)
         self._index = index
 
+    def _exposed(self, server: str, catalog: ServerCatalog) -> ServerCatalog:
+        """``catalog`` with only the declared resources and templates of ``server`` (all if none are)."""
+        declared = self._declared.get(server)
+        if declared is None:
+            return catalog
+        resources = tuple(r for r in catalog.resources if declared_for(declared, str(r.uri)))
+        templates = tuple(t for t in catalog.templates if declared_for(declared, t.uri_template))
+        return replace(catalog, resources=resources, templates=templates)
+
     def _index_server(self, index: _Index, server: str, namespace: str, catalog: ServerCatalog) -> None:
         infos = [_tool_info(server, namespace, t) for t in catalog.tools]
         own = {t.tool for t in infos}
+        catalog = self._exposed(server, catalog)
         if (catalog.resources or catalog.templates) and READ_RESOURCE not in own:
-            infos.append(_read_resource_tool(server, namespace, catalog))
+            infos.append(_read_resource_tool(server, namespace, catalog, self._declared.get(server, ())))
         if catalog.prompts and GET_PROMPT not in own:
             infos.append(_get_prompt_tool(server, namespace, catalog.prompts))
         _claim(index.tools, index.conflicts, ((t.name, t) for t in infos), server)
@@ -174,8 +196,14 @@ def _tool_info(server: str, namespace: str, tool: types.Tool) -> ToolInfo:
     return ToolInfo(canonical_name(namespace, tool.name), server, tool)
 
 
-def _read_resource_tool(server: str, namespace: str, catalog: ServerCatalog) -> ToolInfo:
+def _read_resource_tool(
+    server: str, namespace: str, catalog: ServerCatalog, declared: tuple[DeclaredResource, ...] = ()
+) -> ToolInfo:
     lines = [f"Read a resource of the {server!r} MCP server by URI."]
+    described = [d for d in declared if d.description]
+    if described:
+        lines.append("What its resources are (from the configuration):")
+        lines += [f"- {d.uri}: {d.description}" for d in described]
     if catalog.resources:
         lines.append("Resources:")
         lines += [f"- {r.uri}" + (f" ({r.name})" if r.name else "") for r in catalog.resources[:_LISTED_IN_DESCRIPTION]]

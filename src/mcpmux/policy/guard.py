@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import mcp_types as types
 
-from mcpmux.config.models import Config
+from mcpmux.config.models import Config, declared_for
 from mcpmux.errors import (
     ApprovalDenied,
     InvalidArguments,
     MCPMuxError,
+    ResourceNotDeclared,
     ToolDefinitionChanged,
     ToolDenied,
     ToolQuarantined,
@@ -455,9 +456,18 @@ class Guard:
         answered_by: str | None = None,
         timeout: float | None = None,
     ) -> types.ReadResourceResult:
-        """Read ``uri`` from ``server`` under the rules of its ``server:read_resource`` tool, audited."""
+        """Read ``uri`` from ``server`` under the rules of its ``server:read_resource`` tool, audited.
+
+        A server with declared ``resources`` is read only at URIs they cover; others are refused
+        (:class:`~mcpmux.errors.ToolDenied`, audited) and never sent.
+        """
         tool = self._verb_tool(server, READ_RESOURCE)
         args: JSONObject = {"uri": uri}
+        declared = self.manager.config.server(server).resources
+        if declared is not None and declared_for(declared, uri) is None:
+            refusal = ResourceNotDeclared(server, tool.name, uri)
+            self._refused(tool, args, caller, "denied", refusal.rule)
+            raise refusal
         decision = await self._decide(tool, args, caller, answered_by)
         read = self.manager.read_resource(server, uri, timeout=timeout)
         return await self._run(tool, args, caller, decision, read, _contents_size)
