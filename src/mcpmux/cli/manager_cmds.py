@@ -224,9 +224,16 @@ def prompts_cmd(server: str | None) -> None:
     is_flag=True,
     help="Send the arguments without checking them against the tool's input schema (for schemas that lie).",
 )
+@click.option("--no-cache", "no_cache", is_flag=True, help="Call the server even if the server's cache holds a result.")
 @json_option
 def call_cmd(
-    name: str, arguments: tuple[str, ...], args_file: Path | None, timeout: float | None, yes: bool, no_validate: bool
+    name: str,
+    arguments: tuple[str, ...],
+    args_file: Path | None,
+    timeout: float | None,
+    yes: bool,
+    no_validate: bool,
+    no_cache: bool,
 ) -> int:
     """Call a tool by its canonical name and print the result; exit 1 if the tool reports an error.
 
@@ -248,8 +255,9 @@ def call_cmd(
         ) as guard:
             try:
                 return await guard.call_tool(
-                    name, args, timeout=timeout, on_progress=on_progress, validate=False if no_validate else None
-                )
+                    name, args, timeout=timeout, on_progress=on_progress,
+                    validate=False if no_validate else None, cache=not no_cache,
+                )  # fmt: skip
             except ApprovalDenied as exc:
                 if exc.hint:
                     exc.hint += "; or pass --yes to approve this one call"

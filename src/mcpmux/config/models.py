@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_MS",
     "ApprovalRule",
     "BuiltinServerConfig",
+    "CacheConfig",
     "Config",
     "DeclaredResource",
     "GatewayApprovers",
@@ -153,6 +154,20 @@ class Settings(_Frozen):
     _one_item = field_validator("env_passthrough", mode="before")(_one_item_list)
 
 
+class CacheConfig(_Frozen):
+    """Result caching of a server's idempotent tools (``cache: {ttl_s: 60, tools: ["get_*"]}``).
+
+    Only tools annotated ``readOnlyHint`` and ``idempotentHint`` are cached unless ``force`` is
+    set; a result's own ``ttlMs`` (2026-07-28) shortens the time, and ``0`` keeps it out.
+    """
+
+    ttl_s: float = Field(60.0, gt=0)
+    tools: tuple[str, ...] = ("*",)
+    force: bool = False
+
+    _one_item = field_validator("tools", mode="before")(_one_item_list)
+
+
 class DeclaredResource(_Frozen):
     """A resource a server exposes (``resources: [{uri: "docs://api/*", description: ...}]``).
 
@@ -190,6 +205,7 @@ class _ServerBase(_Frozen):
     validate_arguments: bool = Field(True, alias="validate")
     # The resources exposed, with what the model is told of them; absent: every resource the server lists.
     resources: tuple[DeclaredResource, ...] | None = None
+    cache: CacheConfig | None = None
     # The values that came from ``${VAR}`` interpolation into this entry (set by the loader, never read
     # from a file): whatever prints or stores this server's output masks them (stderr log, errors).
     secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)

@@ -40,6 +40,7 @@ from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, Tool
 from mcpmux.manager.events import Event
 from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
 from mcpmux.policy.audit import AuditLog, argument_digest
+from mcpmux.policy.cache import ResultCache
 from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import Finding, scan_tool, suspect
@@ -129,6 +130,7 @@ class Guard:
         self._hashes: dict[int, tuple[ToolInfo, str]] = {}
         self._in_flight: dict[str, list[_InFlight]] = {}
         self._check_arguments = ArgumentCheck()
+        self.cache = ResultCache()
 
     # -- what may be seen --------------------------------------------------------------------
 
@@ -261,6 +263,7 @@ class Guard:
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
         validate: bool | None = None,
+        cache: bool = True,
     ) -> types.CallToolResult:
         """Call ``name`` if the policy allows it (asking when it says so), and audit the attempt.
 
@@ -276,6 +279,10 @@ class Guard:
         false or, when it is ``None``, the server's ``validate: false`` says so; invalid arguments
         are refused (audited) and never sent.
 
+        A server's ``cache`` block may answer from a kept result (see :mod:`mcpmux.policy.cache`);
+        the audit row then says ``cache-hit`` (a cacheable call that went out says ``cache miss``
+        in its rule). ``cache=False`` always calls the server (and keeps nothing).
+
         Raises:
             ToolNotFound: no such tool.
             ToolDenied: an allow/deny rule forbids it.
@@ -288,10 +295,25 @@ class Guard:
         tool = self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)
         check = validate if validate is not None else self._validates(tool)
         decision = await self._decide(tool, args, caller, answered_by, check_arguments=check)
+        server = self.manager.config.server(tool.server)
+        cacheable = cache and ResultCache.cacheable(server, tool)
+        if cacheable:
+            hit = self.cache.lookup(tool, args, caller)
+            if hit is not None:
+                self.audit.record(
+                    face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
+                    decision="asked" if decision.action == "ask" else "allowed", rule=decision.rule, duration_ms=0.0,
+                    outcome="cache-hit", result_bytes=_tool_result_size(hit),
+                )  # fmt: skip
+                return hit
+            decision = Decision(decision.action, f"{decision.rule}; cache miss", by_person=decision.by_person)
         scope = ApprovalScope.of(self.face, answered_by or caller)
         with self._calling(_InFlight(tool, args, scope, decision.by_person)):
             call = self.manager.call_resolved(tool, args, timeout=timeout, on_progress=on_progress)
-            return await self._run(tool, args, caller, decision, call, _tool_result_size, _is_error)
+            result = await self._run(tool, args, caller, decision, call, _tool_result_size, _is_error)
+        if cacheable:
+            self.cache.store(server, tool, args, caller, result)
+        return result
 
     @contextmanager
     def _calling(self, call: _InFlight) -> Iterator[None]:
