@@ -47,7 +47,7 @@ DEFAULT_SERVERS: tuple[JSONObject, ...] = (
     {"name": "workspace", "type": "builtin"},
     {"name": "content_store", "type": "builtin"},
 )
-_INTERPOLATED = ("env", "headers", "args", "url")
+_INTERPOLATED = ("env", "headers", "args", "url", "auth")
 _SERVER_ADAPTER: TypeAdapter[ServerConfig] = TypeAdapter(ServerConfig)
 _MODELS: dict[str, type[BaseModel]] = {
     "stdio": StdioServerConfig,

@@ -20,10 +20,10 @@ from typing import Final, TypeVar
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp.client._input_required import run_input_required_driver
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.shared.dispatcher import ProgressFnT
 
+from mcpmux._private.mcp_sdk import run_input_required_driver
 from mcpmux.config.models import ServerConfig, Settings
 from mcpmux.connection._dispatch import WatchedDispatcher
 from mcpmux.connection._era import is_modern, negotiate

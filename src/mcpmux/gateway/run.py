@@ -30,12 +30,13 @@ from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError, UsageError
 from mcpmux.gateway.caller import TokenCaller, stdio_channel
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.http import HttpOptions, serve_http
+from mcpmux.gateway.oauth_resource import ExternalTokens
 from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopback
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import Host
-from mcpmux.naming import DEFAULT_SEPARATOR
 from mcpmux.policy import StateStore
+from mcpmux.provider_names import DEFAULT_SEPARATOR
 from mcpmux.transports.tcp import serve_tcp
 from mcpmux.transports.websocket import Admit, Handshake, serve_websocket
 
@@ -73,6 +74,7 @@ def http_security(
     allow_origins: Sequence[str] = (),
     max_body_bytes: int | None = None,
     option: str = "--http",
+    external: ExternalTokens | None = None,
 ) -> HttpSecurity:
     """The HTTP (and WebSocket) rules for binding ``host``.
 
@@ -83,7 +85,7 @@ def http_security(
         ConfigError: a non-loopback bind without any token to require.
         UsageError: ``require_auth`` without any token.
     """
-    existing = tokens.any()
+    existing = tokens.any() or external is not None
     if not is_loopback(host) and not existing:
         raise ConfigError(ConfigProblem("<cli>", option, f"refusing to listen on {host} without auth: {NO_AUTH_HINT}"))
     if require_auth and not existing:
@@ -94,6 +96,7 @@ def http_security(
         allowed_hosts=hosts,
         allowed_origins=[*defaults.allowed_origins, *allow_origins],
         tokens=tokens,
+        external=external,
         require_token=require_auth or not is_loopback(host),
         max_body_bytes=max_body_bytes or defaults.max_body_bytes,
     )

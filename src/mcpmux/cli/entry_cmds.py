@@ -104,7 +104,7 @@ def add_cmd(
     `add workspace --builtin` adds a built-in server (`add docs --builtin content_store` under
     another name). Without arguments, in a terminal, asks step by step and tests the server.
     """
-    from mcpmux.cli import manage_interactive
+    from mcpmux.cli import entry_wizard
 
     if builtin is not None or root is not None:
         if builtin is None or name is None or target or transport or envs or headers or from_registry:
@@ -120,9 +120,9 @@ def add_cmd(
         return 0
 
     if from_registry is not None:
-        return manage_interactive.add_from_registry(from_registry, name, scope)
+        return entry_wizard.add_from_registry(from_registry, name, scope)
     if name is None or not target:
-        return manage_interactive.add_interactively(name, scope)
+        return entry_wizard.add_interactively(name, scope)
     entry = build_entry(name, transport, target, pairs(envs, "=", "--env"), pairs(headers, ":", "--header"))
     if timeout is not None:
         entry["timeout_ms"] = timeout
