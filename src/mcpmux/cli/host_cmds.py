@@ -30,6 +30,7 @@ from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from mcpmux.host import Host
+    from mcpmux.manager import ServerStatus
     from mcpmux.policy import Approver
 
 _T = TypeVar("_T")
@@ -115,7 +116,7 @@ def list_cmd() -> None:
     async def body(config: Config) -> list[JSONObject]:
         async with managed(config) as guard:
             # A target (command line or URL) may hold an interpolated secret.
-            return [mask_secrets(s.to_json(), config.secret_values) for s in guard.status()]
+            return [mask_secrets(_with_usage(s), config.secret_values) for s in guard.status()]
 
     rows = run(body)
 
@@ -126,6 +127,14 @@ def list_cmd() -> None:
         )
 
     emit(rows, render_rows)
+
+
+def _with_usage(status: ServerStatus) -> JSONObject:
+    """The status row plus ``usage`` (RSS, CPU seconds, processes of a stdio child's tree, else null)."""
+    from mcpmux.manager.usage import process_usage
+
+    usage = process_usage(status.pid)
+    return {**status.to_json(), "usage": usage.to_json() if usage is not None else None}
 
 
 def _short(text: str | None, width: int = 60) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mcpmux.manager import ServerStatus
+from mcpmux.manager.usage import process_usage
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS_S", "Metrics"]
 
@@ -92,9 +93,21 @@ class Metrics:
 def _render_states(statuses: Iterable[ServerStatus]) -> list[str]:
     name = "mcpmux_upstream_up"
     lines = [f"# HELP {name} 1 for the state each upstream is in.", f"# TYPE {name} gauge"]
+    rss = [
+        "# HELP mcpmux_upstream_rss_bytes Resident memory of a stdio upstream and its descendants.",
+        "# TYPE mcpmux_upstream_rss_bytes gauge",
+    ]
+    cpu = [
+        "# HELP mcpmux_upstream_cpu_seconds_total CPU time (user + system) of a stdio upstream and its descendants.",
+        "# TYPE mcpmux_upstream_cpu_seconds_total counter",
+    ]
     for status in statuses:
         lines.append(f"{name}{_labels(server=status.name, state=status.state.value)} 1")
-    return lines
+        usage = process_usage(status.pid)
+        if usage is not None:
+            rss.append(f"mcpmux_upstream_rss_bytes{_labels(server=status.name)} {usage.rss_bytes}")
+            cpu.append(f"mcpmux_upstream_cpu_seconds_total{_labels(server=status.name)} {usage.cpu_seconds:.2f}")
+    return lines + rss + cpu
 
 
 def _render_cache(stats: dict[tuple[str, str], tuple[int, int]]) -> list[str]:
