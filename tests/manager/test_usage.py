@@ -14,6 +14,8 @@ import pytest
 
 from mcpmux import Host
 from mcpmux.config.models import Config, SecurityConfig, StdioServerConfig
+from mcpmux.manager import ServerState
+from mcpmux.manager.events import StateChanged
 from mcpmux.manager.usage import process_usage
 from mcpmux.policy import StateStore
 from tests.gateway.serving import mcpmux, serve
@@ -79,3 +81,28 @@ def test_list_show_and_metrics_report_the_usage(tmp_path: Path) -> None:
     assert 'mcpmux_upstream_rss_bytes{server="ev"} ' in metrics
     assert 'mcpmux_upstream_cpu_seconds_total{server="ev"} ' in metrics
     assert 'mcpmux_upstream_rss_bytes{server="workspace"}' not in metrics
+
+
+@pytest.mark.anyio
+async def test_a_child_past_max_rss_mb_is_restarted_with_the_reason_in_its_history(store: StateStore) -> None:
+    command, args = stdio_command("everything")
+    server = StdioServerConfig(name="ev", command=command, args=args, max_rss_mb=1)  # node needs far more
+    with anyio.fail_after(DEADLINE_S):
+        async with Host(Config(servers=(server,)), store=store, catalog=False) as host:
+            first_pid = host.status()[0].pid
+            async with host.events() as events:
+                async for event in events:  # until the restarted child is connected
+                    connected = isinstance(event, StateChanged) and event.new is ServerState.CONNECTED
+                    if connected and host.status()[0].restarts >= 1:
+                        break
+            status = host.status()[0]
+            assert status.pid != first_pid
+            reason = next(t.reason for t in status.history if "max_rss_mb" in t.reason)
+            assert reason.startswith("restarting: ") and "MB resident" in reason
+            assert status.to_json()["history"]  # the reason is in `mcpmux show`'s history too
+    assert process_usage(first_pid) is None  # the old child was reaped
+
+
+def test_max_rss_mb_is_only_positive() -> None:
+    with pytest.raises(ValueError, match="max_rss_mb"):
+        StdioServerConfig(name="ev", command="x", max_rss_mb=0)

@@ -274,6 +274,9 @@ class StdioServerConfig(_ServerBase):
     args: tuple[str, ...] = ()
     env: dict[str, SecretStr] = Field(default_factory=dict)
     cwd: Path | None = None
+    # Restart the child when it and its descendants hold more resident memory than this (checked
+    # every few seconds; the reason goes into the state history).
+    max_rss_mb: float | None = Field(None, gt=0)
 
 
 class NetworkServerConfig(_ServerBase):
