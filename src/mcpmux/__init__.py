@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         CommandNotFound as CommandNotFound,
         ConfigError as ConfigError,
         ConnectFailed as ConnectFailed,
+        InvalidArguments as InvalidArguments,
         MCPMuxError as MCPMuxError,
         MCPTimeoutError as MCPTimeoutError,
         ServerError as ServerError,

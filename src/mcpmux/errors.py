@@ -14,7 +14,8 @@ from the builtin :class:`TimeoutError`.
     │   ├── NotFound                   it names nothing that exists (server, token, file); closest names given
     │   │   ├── ServerNotConfigured    a command named a server the config does not have
     │   │   └── ToolNotFound           no tool (resource, prompt) has that name; closest names given
-    │   └── NameNotQualified           a tool name without its ``server:`` prefix
+    │   ├── NameNotQualified           a tool name without its ``server:`` prefix
+    │   └── InvalidArguments           a call's arguments do not match the tool's input schema
     ├── TransportError                 a server could not be started, reached or kept (exit 3)
     │   ├── CommandNotFound            a stdio command is not on PATH
     │   ├── ServerExited               the child process exited (before or after the handshake)
@@ -36,6 +37,7 @@ from the builtin :class:`TimeoutError`.
     ├── Busy                           too many calls queued for one server (exit 1)
     └── PolicyError                    the guard refused a call (exit 1)
         ├── ToolDenied                 an allow/deny rule forbids the tool
+        │   └── ResourceNotDeclared    a read outside the server's declared ``resources``
         ├── ApprovalDenied             approval was required and not given
         └── ToolQuarantined            the tool's definition changed, is unapproved or looks poisoned
             └── ToolDefinitionChanged  the definition differs from its pin (a diff is attached)
@@ -55,6 +57,7 @@ __all__ = [
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
     "ApprovalDenied",
+    "ArgumentProblem",
     "AuthRequired",
     "Busy",
     "CommandNotFound",
@@ -63,6 +66,7 @@ __all__ = [
     "ConnectFailed",
     "ConnectionClosed",
     "HTTPStatusError",
+    "InvalidArguments",
     "MCPMuxError",
     "MCPTimeoutError",
     "MessageTooLarge",
@@ -73,6 +77,7 @@ __all__ = [
     "PolicyError",
     "ProtocolError",
     "ProtocolVersionMismatch",
+    "ResourceNotDeclared",
     "ResponseTooLarge",
     "ServerError",
     "ServerExited",
@@ -229,6 +234,45 @@ class NameNotQualified(UsageError):
             hint=f"`mcpmux {kind}s` lists every {kind} under its canonical name",
         )
         self.name, self.suggestions, self.kind = name, suggestions, kind
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentProblem:
+    """One way a call's arguments miss the tool's input schema.
+
+    Attributes:
+        path: where, as a dotted path into the arguments (``path``, ``edits[0].oldText``); ``""``
+            for the arguments object itself.
+        expected: what the schema asks for there (``type 'string'``, ``one of ['a', 'b']``).
+        given: what the call sent there, shortened (``None`` when the argument is missing).
+    """
+
+    path: str
+    expected: str
+    given: str | None
+
+    def __str__(self) -> str:
+        where = f"argument {self.path!r}" if self.path else "the arguments"
+        return f"{where}: expected {self.expected}, got {self.given if self.given is not None else 'nothing'}"
+
+
+class InvalidArguments(UsageError):
+    """A call's arguments do not match the tool's ``inputSchema``; nothing was sent to the server.
+
+    Attributes:
+        server, tool: the tool called.
+        problems: every mismatch found, each naming the argument, what was expected and what was given.
+    """
+
+    def __init__(self, server: str, tool: str, problems: list[ArgumentProblem]) -> None:
+        listing = "; ".join(str(p) for p in problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        super().__init__(
+            f"invalid arguments for tool {tool!r} on server {server!r}: {listing}{more}",
+            hint=f"`mcpmux tools {server}:{tool}` shows its parameters; pass --no-validate "
+            f"(or set `validate: false` on the server) if the server's schema is wrong",
+        )
+        self.server, self.tool, self.problems = server, tool, problems
 
 
 class UnresolvedVariable(ConfigError):
@@ -525,6 +569,18 @@ class ToolDenied(PolicyError):
             tool, f"tool {tool!r} is denied by {rule}", hint="change allowed_tools/denied_tools to allow it"
         )
         self.rule = rule
+
+
+class ResourceNotDeclared(ToolDenied):
+    """A read of a URI that none of the server's declared ``resources`` globs covers."""
+
+    def __init__(self, server: str, tool: str, uri: str) -> None:
+        rule = f"{uri!r} is not among the resources declared for server {server!r}"
+        PolicyError.__init__(
+            self, tool, f"resource {uri!r} of server {server!r} is not exposed: {rule}",
+            hint=f"add a glob covering it to the `resources:` list of server {server!r}, or remove the list",
+        )  # fmt: skip
+        self.rule, self.server, self.uri = rule, server, uri
 
 
 class ApprovalDenied(PolicyError):

@@ -130,6 +130,9 @@ def describe_servers(guard: Guard, *, tool_names: bool = True) -> str:
         if tool_names and tools:
             shown = ", ".join(tools[:NAMES_PER_SERVER]) + (", ..." if len(tools) > NAMES_PER_SERVER else "")
             lines.append(f"  tools: {shown}")
+        declared = [d for d in guard.config.server(status.name).resources or () if d.description]
+        if declared:  # from the configuration (trusted): what its resources are, via its read_resource tool
+            lines.append("  resources: " + "; ".join(f"{d.uri}: {d.description}" for d in declared))
         info = guard.server_info(status.name)
         instructions = info.instructions if info is not None else None
         if instructions:

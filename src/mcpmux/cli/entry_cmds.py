@@ -32,6 +32,7 @@ from mcpmux.cli.output import json_option
 from mcpmux.config.edit import ConfigDocument
 from mcpmux.config.formats import normalise_document
 from mcpmux.errors import ConfigError, ConfigProblem, ServerNotConfigured
+from mcpmux.json_shapes import JSONObject
 
 __all__ = [
     "add_cmd",
@@ -70,6 +71,20 @@ _SCOPE_OPTION = click.option(
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Add the server an MCP registry server.json describes.",
 )
+@click.option(
+    "--builtin",
+    "builtin",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[KIND]",
+    help="Add a built-in server (workspace, content_store): KIND, or the one NAME names.",
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The directory a built-in server serves (default: the directory of the config file).",
+)
 @json_option
 def add_cmd(
     name: str | None,
@@ -81,12 +96,28 @@ def add_cmd(
     timeout: int | None,
     connect_timeout: int | None,
     from_registry: Path | None,
+    builtin: str | None,
+    root: Path | None,
 ) -> int:
     """Add server NAME: `add NAME -- COMMAND [ARGS]...` (stdio) or `add NAME -t http URL`.
 
-    Without arguments, in a terminal, asks step by step and tests the server.
+    `add workspace --builtin` adds a built-in server (`add docs --builtin content_store` under
+    another name). Without arguments, in a terminal, asks step by step and tests the server.
     """
     from mcpmux.cli import entry_wizard
+
+    if builtin is not None or root is not None:
+        if builtin is None or name is None or target or transport or envs or headers or from_registry:
+            raise click.UsageError("--builtin takes a NAME and only --root, --scope, --timeout: no command or URL")
+        entry: JSONObject = {"name": name, "type": "builtin"}
+        if builtin:
+            entry["builtin"] = builtin
+        if root is not None:
+            entry["root"] = str(root)
+        if timeout is not None:
+            entry["timeout_ms"] = timeout
+        write_entry("add", entry, scope)
+        return 0
 
     if from_registry is not None:
         return entry_wizard.add_from_registry(from_registry, name, scope)

@@ -30,6 +30,7 @@ from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from mcpmux.host import Host
+    from mcpmux.manager import ServerStatus
     from mcpmux.policy import Approver
 
 _T = TypeVar("_T")
@@ -115,7 +116,7 @@ def list_cmd() -> None:
     async def body(config: Config) -> list[JSONObject]:
         async with managed(config) as guard:
             # A target (command line or URL) may hold an interpolated secret.
-            return [mask_secrets(s.to_json(), config.secret_values) for s in guard.status()]
+            return [mask_secrets(_with_usage(s), config.secret_values) for s in guard.status()]
 
     rows = run(body)
 
@@ -126,6 +127,14 @@ def list_cmd() -> None:
         )
 
     emit(rows, render_rows)
+
+
+def _with_usage(status: ServerStatus) -> JSONObject:
+    """The status row plus ``usage`` (RSS, CPU seconds, processes of a stdio child's tree, else null)."""
+    from mcpmux.manager.usage import process_usage
+
+    usage = process_usage(status.pid)
+    return {**status.to_json(), "usage": usage.to_json() if usage is not None else None}
 
 
 def _short(text: str | None, width: int = 60) -> str:
@@ -218,13 +227,29 @@ def prompts_cmd(server: str | None) -> None:
 @click.option(
     "--yes", "-y", is_flag=True, help="Approve a call that needs approval, this once (deny rules still apply)."
 )
+@click.option(
+    "--no-validate",
+    "no_validate",
+    is_flag=True,
+    help="Send the arguments without checking them against the tool's input schema (for schemas that lie).",
+)
+@click.option("--no-cache", "no_cache", is_flag=True, help="Call the server even if the server's cache holds a result.")
 @json_option
-def call_cmd(name: str, arguments: tuple[str, ...], args_file: Path | None, timeout: float | None, yes: bool) -> int:
+def call_cmd(
+    name: str,
+    arguments: tuple[str, ...],
+    args_file: Path | None,
+    timeout: float | None,
+    yes: bool,
+    no_validate: bool,
+    no_cache: bool,
+) -> int:
     """Call a tool by its canonical name and print the result; exit 1 if the tool reports an error.
 
     Arguments are one JSON object ('{"path": "a.txt"}') or KEY=VALUE pairs (path=a.txt n=3), where a
     VALUE that parses as JSON is taken as JSON (3, true, null, [1]) and any other as a string;
-    KEY:=JSON insists on JSON.
+    KEY:=JSON insists on JSON. Arguments that do not match the tool's input schema are refused
+    before anything is sent (exit 2, naming the argument); --no-validate sends them anyway.
     """
     from mcpmux.cli.approval import approve_this_invocation
 
@@ -238,7 +263,10 @@ def call_cmd(name: str, arguments: tuple[str, ...], args_file: Path | None, time
             config, tool_servers(config, name), approver=approve_this_invocation if yes else None
         ) as guard:
             try:
-                return await guard.call_tool(name, args, timeout=timeout, on_progress=on_progress)
+                return await guard.call_tool(
+                    name, args, timeout=timeout, on_progress=on_progress,
+                    validate=False if no_validate else None, cache=not no_cache,
+                )  # fmt: skip
             except ApprovalDenied as exc:
                 if exc.hint:
                     exc.hint += "; or pass --yes to approve this one call"

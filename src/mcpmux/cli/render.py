@@ -139,6 +139,9 @@ def print_show(data: JSONObject) -> None:
         f"[bold]{status['name']}[/bold] ({status['type']}): {status['state']} - {status['reason']}", highlight=False
     )
     console.print(f"target: {status['target']}", highlight=False, markup=False)
+    if data.get("usage"):
+        use = data["usage"]
+        console.print(f"usage: {use['rss_mb']} MB resident, {use['cpu_seconds']} s CPU, {use['processes']} process(es)")
     if status["protocol_version"]:
         console.print(f"protocol {status['protocol_version']}, peer {status['server_info']}", highlight=False)
     if data["capabilities"] is not None:

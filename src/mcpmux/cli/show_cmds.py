@@ -36,6 +36,7 @@ def show_cmd(name: str) -> None:
             return {
                 "config": _server_config(config, name),
                 "status": mask_secrets(status.to_json(), config.secret_values),
+                "usage": _usage(status.pid),
                 "capabilities": caps,
                 "instructions": info.instructions if info else None,
                 "environment": _child_environment(server, config),
@@ -48,6 +49,13 @@ def show_cmd(name: str) -> None:
 
     data = run(body)
     emit(data, lambda: render.print_show(data))
+
+
+def _usage(pid: int | None) -> JSONObject | None:
+    from mcpmux.manager.usage import process_usage
+
+    usage = process_usage(pid)
+    return usage.to_json() if usage is not None else None
 
 
 def _server_config(config: Config, name: str) -> JSONObject:

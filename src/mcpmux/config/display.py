@@ -89,7 +89,7 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> JSONObject:
     """
     servers = []
     for server in config.servers:
-        data = server.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+        data = server.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude_none=True)
         data = {"name": server.name, "type": server.type, **data}
         for key in ("env", "headers"):
             mapping: dict[str, SecretStr] | None = getattr(server, key, None)

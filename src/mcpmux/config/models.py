@@ -7,6 +7,7 @@ interpolation are already expanded here; env and header values are :class:`Secre
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import re
 from pathlib import Path
@@ -35,7 +36,9 @@ __all__ = [
     "DEFAULT_TIMEOUT_MS",
     "ApprovalRule",
     "BuiltinServerConfig",
+    "CacheConfig",
     "Config",
+    "DeclaredResource",
     "GatewayApprovers",
     "LLMConfig",
     "NetworkServerConfig",
@@ -51,6 +54,7 @@ __all__ = [
     "StreamableHttpServerConfig",
     "TcpServerConfig",
     "WebSocketServerConfig",
+    "declared_for",
 ]
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -151,6 +155,41 @@ class Settings(_Frozen):
     _one_item = field_validator("env_passthrough", mode="before")(_one_item_list)
 
 
+class CacheConfig(_Frozen):
+    """Result caching of a server's idempotent tools (``cache: {ttl_s: 60, tools: ["get_*"]}``).
+
+    Only tools annotated ``readOnlyHint`` and ``idempotentHint`` are cached unless ``force`` is
+    set; a result's own ``ttlMs`` (2026-07-28) shortens the time, and ``0`` keeps it out.
+    """
+
+    ttl_s: float = Field(60.0, gt=0)
+    tools: tuple[str, ...] = ("*",)
+    force: bool = False
+
+    _one_item = field_validator("tools", mode="before")(_one_item_list)
+
+
+class DeclaredResource(_Frozen):
+    """A resource a server exposes (``resources: [{uri: "docs://api/*", description: ...}]``).
+
+    ``uri`` is a glob (``*``, ``?``, ``[...]``) over resource URIs; a template is matched by its
+    pattern (``docs://api/{name}`` matches ``docs://api/*``). ``description`` is told to the model.
+    """
+
+    uri: str = Field(min_length=1)
+    description: str | None = None
+
+    def matches(self, uri: str) -> bool:
+        """Whether ``uri`` (a resource's URI or a template's pattern) falls under this declaration."""
+        return fnmatch.fnmatchcase(uri, self.uri)
+
+
+def declared_for(declared: tuple[DeclaredResource, ...] | None, uri: str) -> DeclaredResource | None:
+    """The first declaration covering ``uri``; ``None`` if none does (everything is exposed when
+    ``declared`` is ``None``: check that first)."""
+    return next((d for d in declared or () if d.matches(uri)), None)
+
+
 class _ServerBase(_Frozen):
     name: str
     enabled: bool = True
@@ -162,6 +201,12 @@ class _ServerBase(_Frozen):
     retry_attempts: int | None = Field(None, ge=0)
     protocol: ProtocolChoice = "auto"
     lazy: bool | None = None
+    # Check call arguments against each tool's inputSchema before sending (``validate: false`` for
+    # servers whose schemas lie). Named ``validate`` in files; the attribute avoids BaseModel.validate.
+    validate_arguments: bool = Field(True, alias="validate")
+    # The resources exposed, with what the model is told of them; absent: every resource the server lists.
+    resources: tuple[DeclaredResource, ...] | None = None
+    cache: CacheConfig | None = None
     # The values that came from ``${VAR}`` interpolation into this entry (set by the loader, never read
     # from a file): whatever prints or stores this server's output masks them (stderr log, errors).
     secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)
@@ -229,6 +274,9 @@ class StdioServerConfig(_ServerBase):
     args: tuple[str, ...] = ()
     env: dict[str, SecretStr] = Field(default_factory=dict)
     cwd: Path | None = None
+    # Restart the child when it and its descendants hold more resident memory than this (checked
+    # every few seconds; the reason goes into the state history).
+    max_rss_mb: float | None = Field(None, gt=0)
 
 
 class NetworkServerConfig(_ServerBase):

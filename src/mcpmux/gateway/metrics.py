@@ -9,10 +9,11 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mcpmux.manager import ServerStatus
+from mcpmux.manager.usage import process_usage
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS_S", "Metrics"]
 
@@ -41,6 +42,8 @@ class Metrics:
         self._lock = threading.Lock()
         self._calls: dict[tuple[str, str, str], int] = defaultdict(int)
         self._latency: dict[tuple[str, str], _Histogram] = defaultdict(_Histogram)
+        # (hits, misses) per (server, tool) of the guard's result cache, read at each scrape.
+        self.cache_stats: Callable[[], dict[tuple[str, str], tuple[int, int]]] | None = None
 
     def observe_call(self, server: str, tool: str, outcome: str, seconds: float) -> None:
         """Count one call (``outcome``: ``ok``, ``tool_error`` or ``error``) and its latency."""
@@ -53,6 +56,8 @@ class Metrics:
         with self._lock:
             lines = [*self._render_calls(), *self._render_latency()]
         lines += _render_states(statuses)
+        if self.cache_stats is not None:
+            lines += _render_cache(self.cache_stats())
         return "\n".join(lines) + "\n"
 
     def _render_calls(self) -> list[str]:
@@ -88,8 +93,30 @@ class Metrics:
 def _render_states(statuses: Iterable[ServerStatus]) -> list[str]:
     name = "mcpmux_upstream_up"
     lines = [f"# HELP {name} 1 for the state each upstream is in.", f"# TYPE {name} gauge"]
+    rss = [
+        "# HELP mcpmux_upstream_rss_bytes Resident memory of a stdio upstream and its descendants.",
+        "# TYPE mcpmux_upstream_rss_bytes gauge",
+    ]
+    cpu = [
+        "# HELP mcpmux_upstream_cpu_seconds_total CPU time (user + system) of a stdio upstream and its descendants.",
+        "# TYPE mcpmux_upstream_cpu_seconds_total counter",
+    ]
     for status in statuses:
         lines.append(f"{name}{_labels(server=status.name, state=status.state.value)} 1")
+        usage = process_usage(status.pid)
+        if usage is not None:
+            rss.append(f"mcpmux_upstream_rss_bytes{_labels(server=status.name)} {usage.rss_bytes}")
+            cpu.append(f"mcpmux_upstream_cpu_seconds_total{_labels(server=status.name)} {usage.cpu_seconds:.2f}")
+    return lines + rss + cpu
+
+
+def _render_cache(stats: dict[tuple[str, str], tuple[int, int]]) -> list[str]:
+    lines: list[str] = []
+    helps = ("Cacheable tool calls answered from the cache.", "Cacheable tool calls that went to the server.")
+    for index, (kind, help_text) in enumerate(zip(("hits", "misses"), helps, strict=True)):
+        name = f"mcpmux_cache_{kind}_total"
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
+        lines += [f"{name}{_labels(server=s, tool=t)} {counts[index]}" for (s, t), counts in sorted(stats.items())]
     return lines
 
 

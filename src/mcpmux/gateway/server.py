@@ -100,6 +100,7 @@ class Gateway:
         self.downstream.relay.approvers = guard.config.security.gateway_approvers
         self.separator = separator
         self.metrics = metrics if metrics is not None else Metrics()
+        self.metrics.cache_stats = guard.cache.stats
         self._surface: Surface | None = None
         self.draining = False
         self._in_flight = 0

@@ -165,7 +165,7 @@ class Manager:
             factory=self._factory,
         )
         self._supervisors[server.name] = supervisor
-        self.registry.add_server(server.name, server.namespace)
+        self.registry.add_server(server.name, server.namespace, server.resources)
         await self._tg.start(supervisor.run)
         if server.enabled and self._wants_start(server, self._load_cached(server)):
             supervisor.want()

@@ -11,12 +11,13 @@ import bisect
 import difflib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 import mcp_types as types
 
 from mcpmux.canonical_names import canonical_name
+from mcpmux.config.models import DeclaredResource, declared_for
 from mcpmux.errors import ToolNotFound
 from mcpmux.manager.models import PromptInfo, ResourceInfo, ToolInfo
 
@@ -129,13 +130,23 @@ class Registry:
         self._prompts: _Table[PromptInfo] = _Table(self._rank)
         self._snapshot: ToolSnapshot | None = None
         self._version = IndexVersion()
+        self._declared: dict[str, tuple[DeclaredResource, ...]] = {}
 
-    def add_server(self, server: str, namespace: str) -> None:
-        """Register ``server`` (in order) with the namespace of its canonical names."""
+    def add_server(self, server: str, namespace: str, resources: tuple[DeclaredResource, ...] | None = None) -> None:
+        """Register ``server`` (in order) with the namespace of its canonical names.
+
+        ``resources`` are its declared resources: only those are indexed (and described to the
+        model in its ``read_resource`` tool); ``None`` indexes every resource it lists.
+        """
+        declared = self._declared.get(server)
+        if resources is None:
+            self._declared.pop(server, None)
+        else:
+            self._declared[server] = resources
         if server not in self._rank:
             self._rank[server] = len(self._order)
             self._order.append(server)
-        elif self._namespaces.get(server) == namespace:
+        elif self._namespaces.get(server) == namespace and declared == resources:
             return
         self._namespaces[server] = namespace
         catalog = self._catalogs.get(server)
@@ -154,6 +165,7 @@ class Registry:
             self._rank.update((name, position) for position, name in enumerate(self._order))
         self._namespaces.pop(server, None)
         self._catalogs.pop(server, None)
+        self._declared.pop(server, None)
 
     def update(self, server: str, catalog: ServerCatalog) -> None:
         """Replace what ``server`` offers and re-index that server."""
@@ -195,6 +207,7 @@ class Registry:
             catalog = self._catalogs.get(name)
             if catalog is None or (server is not None and name != server):
                 continue
+            catalog = self._exposed(name, catalog)
             out += [_resource_info(name, r) for r in catalog.resources]
             out += [_template_info(name, t) for t in catalog.templates]
         return out
@@ -228,12 +241,22 @@ class Registry:
 
     # -- building --------------------------------------------------------------------------
 
+    def _exposed(self, server: str, catalog: ServerCatalog) -> ServerCatalog:
+        """``catalog`` with only the declared resources and templates of ``server`` (all if none are)."""
+        declared = self._declared.get(server)
+        if declared is None:
+            return catalog
+        resources = tuple(r for r in catalog.resources if declared_for(declared, str(r.uri)))
+        templates = tuple(t for t in catalog.templates if declared_for(declared, t.uri_template))
+        return replace(catalog, resources=resources, templates=templates)
+
     def _index_server(self, server: str, catalog: ServerCatalog) -> None:
         namespace = self._namespaces[server]
         infos = [_tool_info(server, namespace, t) for t in catalog.tools]
         own = {t.tool for t in infos}
+        catalog = self._exposed(server, catalog)
         if (catalog.resources or catalog.templates) and READ_RESOURCE not in own:
-            infos.append(_read_resource_tool(server, namespace, catalog))
+            infos.append(_read_resource_tool(server, namespace, catalog, self._declared.get(server, ())))
         if catalog.prompts and GET_PROMPT not in own:
             infos.append(_get_prompt_tool(server, namespace, catalog.prompts))
         self._tools.replace(server, infos)
@@ -259,8 +282,14 @@ def _tool_info(server: str, namespace: str, tool: types.Tool) -> ToolInfo:
     return ToolInfo(canonical_name(namespace, tool.name), server, tool)
 
 
-def _read_resource_tool(server: str, namespace: str, catalog: ServerCatalog) -> ToolInfo:
+def _read_resource_tool(
+    server: str, namespace: str, catalog: ServerCatalog, declared: tuple[DeclaredResource, ...] = ()
+) -> ToolInfo:
     lines = [f"Read a resource of the {server!r} MCP server by URI."]
+    described = [d for d in declared if d.description]
+    if described:
+        lines.append("What its resources are (from the configuration):")
+        lines += [f"- {d.uri}: {d.description}" for d in described]
     if catalog.resources:
         lines.append("Resources:")
         lines += [f"- {r.uri}" + (f" ({r.name})" if r.name else "") for r in catalog.resources[:_LISTED_IN_DESCRIPTION]]

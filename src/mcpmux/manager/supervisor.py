@@ -38,6 +38,7 @@ from mcpmux.manager.events import EventHub, ListChanged, StateChanged
 from mcpmux.manager.hints import explain_timeout
 from mcpmux.manager.models import ServerState, Transition
 from mcpmux.manager.registry import Registry, ServerCatalog
+from mcpmux.manager.usage import MB, process_usage
 
 if TYPE_CHECKING:
     from mcpmux.connection import Connection
@@ -52,6 +53,7 @@ ListsStored = Callable[[ServerConfig, ServerCatalog, "Connection"], None]
 HEALTHY_UPTIME_S = 60.0
 RELIST_DEBOUNCE_S = 0.05
 HISTORY_LIMIT = 50
+MEMORY_CHECK_S = 2.0  # how often a child with ``max_rss_mb`` is measured
 # Failures that another attempt cannot fix: wait for the user (or the next call) instead of retrying.
 _PERMANENT = (CommandNotFound, AuthRequired, ProtocolVersionMismatch, ConfigError)
 
@@ -368,6 +370,9 @@ class Supervisor:
             tg.start_soon(self._relister, connection)
             if self.settings.health_interval_ms:
                 tg.start_soon(self._health, connection, lost, tg.cancel_scope)
+            limit_mb = getattr(self.config, "max_rss_mb", None)
+            if limit_mb is not None and connection.info.pid is not None:
+                tg.start_soon(self._memory_watch, connection.info.pid, limit_mb, tg.cancel_scope)
         if interrupt.is_set():
             self._interrupt = anyio.Event()
         return lost[0] if lost else None
@@ -382,6 +387,20 @@ class Supervisor:
                 lost.append(exc)
                 scope.cancel()
                 return
+
+    async def _memory_watch(self, pid: int, limit_mb: float, scope: anyio.CancelScope) -> None:
+        """Restart the child once its process tree holds more than ``limit_mb`` of resident memory."""
+        while True:
+            await anyio.sleep(MEMORY_CHECK_S)
+            usage = await anyio.to_thread.run_sync(process_usage, pid)
+            if usage is None or usage.rss_bytes <= limit_mb * MB:
+                continue
+            reason = f"restarting: {usage.rss_bytes / MB:.0f} MB resident, above max_rss_mb {limit_mb:g}"
+            logger.warning("server %r: %s", self.name, reason)
+            self._set(ServerState.STARTING, reason)
+            self._restart = True
+            scope.cancel()
+            return
 
     async def _relister(self, connection: Connection) -> None:
         while True:

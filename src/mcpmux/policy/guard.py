@@ -25,17 +25,27 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import mcp_types as types
 
-from mcpmux.config.models import Config
-from mcpmux.errors import ApprovalDenied, MCPMuxError, ToolDefinitionChanged, ToolDenied, ToolQuarantined
+from mcpmux.config.models import Config, declared_for
+from mcpmux.errors import (
+    ApprovalDenied,
+    InvalidArguments,
+    MCPMuxError,
+    ResourceNotDeclared,
+    ToolDefinitionChanged,
+    ToolDenied,
+    ToolQuarantined,
+)
 from mcpmux.json_shapes import JSONObject
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
 from mcpmux.manager.events import Event
 from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
 from mcpmux.policy.audit import AuditLog, argument_digest
+from mcpmux.policy.cache import ResultCache
 from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import Finding, scan_tool, suspect
 from mcpmux.policy.store import StateStore
+from mcpmux.policy.validation import ArgumentCheck
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
@@ -119,6 +129,8 @@ class Guard:
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
         self._hashes: dict[int, tuple[ToolInfo, str]] = {}
         self._in_flight: dict[str, list[_InFlight]] = {}
+        self._check_arguments = ArgumentCheck()
+        self.cache = ResultCache()
 
     # -- what may be seen --------------------------------------------------------------------
 
@@ -258,6 +270,8 @@ class Guard:
         answered_by: str | None = None,
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
+        validate: bool | None = None,
+        cache: bool = True,
     ) -> types.CallToolResult:
         """Call ``name`` if the policy allows it (asking when it says so), and audit the attempt.
 
@@ -268,20 +282,46 @@ class Guard:
         local ones, "always" answers are remembered for that identity alone
         (:class:`~mcpmux.policy.approval.ApprovalScope`).
 
+        The arguments are checked against the tool's ``inputSchema`` once the rules allow the call
+        and before anyone is asked (see :mod:`mcpmux.policy.validation`), unless ``validate`` is
+        false or, when it is ``None``, the server's ``validate: false`` says so; invalid arguments
+        are refused (audited) and never sent.
+
+        A server's ``cache`` block may answer from a kept result (see :mod:`mcpmux.policy.cache`);
+        the audit row then says ``cache-hit`` (a cacheable call that went out says ``cache miss``
+        in its rule). ``cache=False`` always calls the server (and keeps nothing).
+
         Raises:
             ToolNotFound: no such tool.
             ToolDenied: an allow/deny rule forbids it.
             ToolQuarantined, ToolDefinitionChanged: its definition is held back until approved.
             ApprovalDenied: approval was needed and not given.
+            InvalidArguments: the arguments do not match the tool's input schema.
             MCPMuxError: the call itself failed (see :meth:`Manager.call_tool`).
         """
         args = dict(arguments or {})
         tool = self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)
-        decision = await self._decide(tool, args, caller, answered_by)
+        check = validate if validate is not None else self._validates(tool)
+        decision = await self._decide(tool, args, caller, answered_by, check_arguments=check)
+        server = self.manager.config.server(tool.server)
+        cacheable = cache and ResultCache.cacheable(server, tool)
+        if cacheable:
+            hit = self.cache.lookup(tool, args, caller)
+            if hit is not None:
+                self.audit.record(
+                    face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
+                    decision="asked" if decision.action == "ask" else "allowed", rule=decision.rule, duration_ms=0.0,
+                    outcome="cache-hit", result_bytes=_tool_result_size(hit),
+                )  # fmt: skip
+                return hit
+            decision = Decision(decision.action, f"{decision.rule}; cache miss", by_person=decision.by_person)
         scope = ApprovalScope.of(self.face, answered_by or caller)
         with self._calling(_InFlight(tool, args, scope, decision.by_person)):
             call = self.manager.call_resolved(tool, args, timeout=timeout, on_progress=on_progress)
-            return await self._run(tool, args, caller, decision, call, _tool_result_size, _is_error)
+            result = await self._run(tool, args, caller, decision, call, _tool_result_size, _is_error)
+        if cacheable:
+            self.cache.store(server, tool, args, caller, result)
+        return result
 
     @contextmanager
     def _calling(self, call: _InFlight) -> Iterator[None]:
@@ -330,8 +370,20 @@ class Guard:
         call.approved = answer is not Answer.NO
         return Answer.YES if call.approved else Answer.NO
 
+    def _validates(self, tool: ToolInfo) -> bool:
+        """Whether ``tool``'s arguments are checked: its server's ``validate`` (synthetic tools: never)."""
+        if tool.synthetic:
+            return False
+        return self.manager.config.server(tool.server).validate_arguments
+
     async def _decide(
-        self, tool: ToolInfo, args: JSONObject, caller: str | None, answered_by: str | None = None
+        self,
+        tool: ToolInfo,
+        args: JSONObject,
+        caller: str | None,
+        answered_by: str | None = None,
+        *,
+        check_arguments: bool = False,
     ) -> Decision:
         decision = self.rules.call(tool, args)
         if decision.action == "deny":
@@ -345,6 +397,12 @@ class Guard:
             if pin is not None and pin.pending_hash is not None:
                 raise ToolDefinitionChanged(tool.name, pin.diff(), approve_as=approve_as)
             raise ToolQuarantined(tool.name, exposure.reason, approve_as=approve_as)
+        if check_arguments:
+            try:
+                self._check_arguments(tool, args)
+            except InvalidArguments as exc:
+                self._refused(tool, args, caller, "invalid", "; ".join(str(p) for p in exc.problems))
+                raise
         if decision.action == "ask":
             return await self._ask(tool, args, caller, decision, ApprovalScope.of(self.face, answered_by or caller))
         return decision
@@ -428,9 +486,18 @@ class Guard:
         answered_by: str | None = None,
         timeout: float | None = None,
     ) -> types.ReadResourceResult:
-        """Read ``uri`` from ``server`` under the rules of its ``server:read_resource`` tool, audited."""
+        """Read ``uri`` from ``server`` under the rules of its ``server:read_resource`` tool, audited.
+
+        A server with declared ``resources`` is read only at URIs they cover; others are refused
+        (:class:`~mcpmux.errors.ToolDenied`, audited) and never sent.
+        """
         tool = self._verb_tool(server, READ_RESOURCE)
         args: JSONObject = {"uri": uri}
+        declared = self.manager.config.server(server).resources
+        if declared is not None and declared_for(declared, uri) is None:
+            refusal = ResourceNotDeclared(server, tool.name, uri)
+            self._refused(tool, args, caller, "denied", refusal.rule)
+            raise refusal
         decision = await self._decide(tool, args, caller, answered_by)
         read = self.manager.read_resource(server, uri, timeout=timeout)
         return await self._run(tool, args, caller, decision, read, _contents_size)
