@@ -9,7 +9,8 @@ from the builtin :class:`TimeoutError`.
 
     MCPMuxError
     ├── ConfigError                    invalid configuration; lists every problem (exit 2)
-    │   └── UnresolvedVariable         a server's ``${VAR}`` is unset: only that server fails
+    │   ├── UnresolvedVariable         a server's ``${VAR}`` is unset: only that server fails
+    │   └── SpecError                  an OpenAPI document cannot become tools (not OpenAPI, too big, bad $ref)
     ├── UsageError                     a command was given something it cannot use (exit 2)
     │   ├── NotFound                   it names nothing that exists (server, token, file); closest names given
     │   │   ├── ServerNotConfigured    a command named a server the config does not have
@@ -77,6 +78,7 @@ __all__ = [
     "ServerNotConfigured",
     "ServerUnavailable",
     "SessionExpired",
+    "SpecError",
     "ToolDefinitionChanged",
     "ToolDenied",
     "ToolError",
@@ -169,6 +171,23 @@ class ConfigError(MCPMuxError):
         else:
             message = f"{head} ({count} problems)\n" + "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(message)
+
+
+class SpecError(ConfigError):
+    """An OpenAPI (or Swagger) document cannot be turned into tools; nothing of it is used.
+
+    Attributes:
+        source: the document's path or URL.
+        path: where in the document (``paths./pets.get.parameters[0]``), empty for the whole of it.
+        reason: what is wrong.
+    """
+
+    hint = "fix or replace the document, or narrow it with include_tags/include_operations"
+
+    def __init__(self, source: str, path: str, reason: str) -> None:
+        super().__init__(ConfigProblem(source, path, reason))
+        self.source, self.path, self.reason = source, path, reason
+        self.args = (f"invalid OpenAPI document: {self.problems[0]}",)
 
 
 # -- usage -------------------------------------------------------------------------------------

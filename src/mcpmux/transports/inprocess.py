@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.memory import create_client_server_memory_streams
 
@@ -97,15 +98,18 @@ def _boxed_child(server: BuiltinServerConfig, sandbox: SandboxConfig, root: Path
 
 
 @asynccontextmanager
-async def open_mcp_server(server: MCPServer[Any], *, name: str, describe: str) -> AsyncIterator[TransportStreams]:
-    """Run any SDK ``MCPServer`` in-process over memory streams and yield the client side.
+async def open_mcp_server(
+    server: MCPServer[Any] | Server[Any], *, name: str, describe: str
+) -> AsyncIterator[TransportStreams]:
+    """Run any SDK ``MCPServer`` (or low-level ``Server``) in-process over memory streams and yield
+    the client side.
 
     Args:
         server: the server to run; its lifespan runs inside this context.
         name: the configured server name, for errors and logs.
         describe: the ``describe`` of the yielded streams.
     """
-    lowlevel = lowlevel_server(server)
+    lowlevel = server if isinstance(server, Server) else lowlevel_server(server)
     async with create_client_server_memory_streams() as (client_streams, server_streams):
         client_read, client_write = client_streams
         server_read, server_write = server_streams
