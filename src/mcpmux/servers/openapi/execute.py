@@ -29,7 +29,7 @@ from mcp_types import CallToolResult, ImageContent, TextContent
 from mcpmux.config.models import OpenAPIAuth
 from mcpmux.servers.openapi.convert import Operation, ParamBinding
 
-__all__ = ["EXCERPT_CHARS", "HttpTarget", "OpenAPIExecutor", "is_public_address"]
+__all__ = ["EXCERPT_CHARS", "HttpTarget", "OpenAPIExecutor", "is_public_address", "origin_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,15 +42,20 @@ class HttpTarget:
 
     Attributes:
         base_url: the service URL (scheme, host, base path).
-        trusted: ``True`` when the user chose ``base_url`` (or allowed private networks); otherwise its
-            host must resolve to public addresses only.
+        explicit: the user chose ``base_url``: every request goes there (operation-level servers of
+            the document are ignored) and it is trusted.
+        allow_private: requests to document-chosen hosts may reach non-public addresses.
+        trusted_origin: ``(scheme, host, port)`` the user chose by fetching the document from it;
+            document-chosen URLs on that origin are trusted.
         auth: the source's credentials, or ``None``.
         api_key: ``(name, location)`` for an ``api_key`` auth without its own.
         headers: extra headers sent with every request.
     """
 
     base_url: str
-    trusted: bool
+    explicit: bool = False
+    allow_private: bool = False
+    trusted_origin: tuple[str, str, int] | None = None
     auth: OpenAPIAuth | None = None
     api_key: tuple[str, str] | None = None
     headers: dict[str, str] = field(default_factory=dict)
@@ -69,10 +74,12 @@ class OpenAPIExecutor:
         problem = _argument_problem(operation, arguments)
         if problem is not None:
             return _error(problem)
-        base = operation.servers[0] if operation.servers and not self.target.trusted else self.target.base_url
+        target = self.target
+        base = operation.servers[0] if operation.servers and not target.explicit else target.base_url
         url = base.rstrip("/") + "/" + _fill_path(operation.path, operation.params, arguments).lstrip("/")
         shown = f"{operation.method.upper()} {url}"
-        if not self.target.trusted:
+        trusted = target.explicit or target.allow_private or origin_of(base) == target.trusted_origin
+        if not trusted:
             refusal = await _refuse_private(url)
             if refusal is not None:
                 return _error(f"refused {shown}: {refusal}")
@@ -248,6 +255,13 @@ def _binary(body: bytes) -> bool:
 
 def _error(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=message)], is_error=True)
+
+
+def origin_of(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of ``url``, the port filled in from the scheme."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
 
 
 def is_public_address(address: str) -> bool:

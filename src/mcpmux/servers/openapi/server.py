@@ -20,7 +20,7 @@ from mcpmux.config.models import OpenAPIServerConfig
 from mcpmux.errors import SpecError
 from mcpmux.servers.openapi.convert import Operation, OperationFilter, api_key_scheme, convert, document_base_url
 from mcpmux.servers.openapi.document import SpecDocument, load_spec
-from mcpmux.servers.openapi.execute import HttpTarget, OpenAPIExecutor
+from mcpmux.servers.openapi.execute import HttpTarget, OpenAPIExecutor, origin_of
 
 __all__ = ["build_openapi_server", "open_openapi_source", "operations_of", "target_of"]
 
@@ -53,8 +53,15 @@ def target_of(config: OpenAPIServerConfig, document: SpecDocument) -> HttpTarget
     if base is None:
         raise SpecError(document.source, "servers", "names no server URL: set base_url on the source")
     headers = {k: v.get_secret_value() for k, v in config.headers.items()}
-    trusted = config.base_url is not None or config.allow_private_network
-    return HttpTarget(base, trusted, config.auth, api_key_scheme(document), headers)
+    return HttpTarget(
+        base_url=base,
+        explicit=config.base_url is not None,
+        allow_private=config.allow_private_network,
+        trusted_origin=origin_of(document.url) if document.url else None,
+        auth=config.auth,
+        api_key=api_key_scheme(document),
+        headers=headers,
+    )
 
 
 def build_openapi_server(name: str, title: str, operations: list[Operation], executor: OpenAPIExecutor) -> Server[Any]:
