@@ -106,12 +106,10 @@ def test_a_device_or_fifo_is_not_read(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_a_yaml_alias_bomb_is_refused_quickly() -> None:
     lines = ["openapi: 3.0.0", "info: {title: t, version: '1'}", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
-    lines += [
-        f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]"
-        for i in range(1, 12)
-    ]
+    for i in range(1, 12):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
     lines.append("paths: {}")
-    with pytest.raises(SpecError, match="more than .* values"):
+    with pytest.raises(SpecError, match=r"more than .* values"):
         parse_spec("\n".join(lines), "bomb.yaml")
 
 
@@ -180,7 +178,7 @@ def test_exponentially_shared_schemas_stay_bounded() -> None:
 def test_external_and_dangling_refs_are_refused_and_nothing_is_fetched(ref: str, listener: _Listener) -> None:
     ref = ref.format(port=listener.port)
     paths = {"/a": {"get": {"parameters": [{"name": "q", "in": "query", "schema": {"$ref": ref}}]}}}
-    with pytest.raises(SpecError, match="external \\$ref|points at nothing"):
+    with pytest.raises(SpecError, match=r"external \$ref|points at nothing"):
         convert(parse_spec(_document(paths), "refs.json"))
     assert listener.accepted == 0
 
