@@ -218,6 +218,8 @@ def _server(
     if isinstance(data.get("headers"), dict):
         # Header values are credentials far more often than not (Authorization, X-Api-Key, ...).
         mine.update(v for v in data["headers"].values() if isinstance(v, str))
+    if data.get("type") == "openapi" and isinstance(data.get("spec"), str):
+        data["spec"] = _beside(doc.source, data["spec"])
     if isinstance(data.get("auth"), dict):
         auth = data["auth"]
         mine.update(str(auth[k]) for k in ("token", "password", "value") if isinstance(auth.get(k), str))
@@ -236,6 +238,13 @@ def _server(
     if not server.enabled:
         warnings.extend(problem for _, problem in missing)
     return server.with_unresolved(missing)
+
+
+def _beside(source: str, spec: str) -> str:
+    """A relative ``spec:`` path is relative to the file that names it (a URL stays as it is)."""
+    if "://" in spec or spec.startswith(("~", "$")) or Path(spec).is_absolute() or not Path(source).is_file():
+        return spec
+    return str(Path(source).resolve().parent / spec)
 
 
 def _validate_server(data: dict[str, Any], unresolved_fields: set[str]) -> ServerConfig:
