@@ -15,7 +15,9 @@ from the builtin :class:`TimeoutError`.
     │   ├── NotFound                   it names nothing that exists (server, token, file); closest names given
     │   │   ├── ServerNotConfigured    a command named a server the config does not have
     │   │   └── ToolNotFound           no tool (resource, prompt) has that name; closest names given
-    │   └── NameNotQualified           a tool name without its ``server:`` prefix
+    │   ├── NameNotQualified           a tool name without its ``server:`` prefix
+    │   └── SourceError                a source cannot be registered or changed as asked (nothing is stored)
+    │       └── SourceExists           a source (or configured server) of that name exists
     ├── TransportError                 a server could not be started, reached or kept (exit 3)
     │   ├── CommandNotFound            a stdio command is not on PATH
     │   ├── ServerExited               the child process exited (before or after the handshake)
@@ -78,6 +80,8 @@ __all__ = [
     "ServerNotConfigured",
     "ServerUnavailable",
     "SessionExpired",
+    "SourceError",
+    "SourceExists",
     "SpecError",
     "ToolDefinitionChanged",
     "ToolDenied",
@@ -212,6 +216,23 @@ class NotFound(UsageError):
         close = f"; did you mean {', '.join(repr(s) for s in suggestions[:3])}?" if suggestions else ""
         super().__init__(f"no {kind} named {name!r}{close}{detail}", hint=hint)
         self.kind, self.name, self.suggestions = kind, name, suggestions
+
+
+class SourceError(UsageError):
+    """A source cannot be registered or changed as asked; nothing of the request was stored.
+
+    Attributes:
+        source: the source's name (or id).
+        reason: what is wrong.
+    """
+
+    def __init__(self, source: str, reason: str, *, hint: str | None = None) -> None:
+        super().__init__(f"source {source!r}: {reason}", hint=hint)
+        self.source, self.reason = source, reason
+
+
+class SourceExists(SourceError):
+    """A source, or a server of the configuration, already has that name."""
 
 
 def closest(name: str, known: Iterable[str], *, limit: int = 3) -> list[str]:
