@@ -11,6 +11,7 @@ import click
 from mcpmux.cli.output import emit, json_option, redact_logs, state, table
 from mcpmux.config import load_config
 from mcpmux.errors import ConfigError, ConfigProblem, NotFound, closest
+from mcpmux.sources.merge import with_registered
 
 
 def _separator(value: str) -> str:
@@ -82,7 +83,7 @@ def serve_cmd(
 
     if (sse or json_response) and http_addr is None:
         raise click.UsageError("--sse and --json-response need --http")
-    config = load_config(state().config_path)
+    config = with_registered(load_config(state().config_path))
     redact_logs(config.secret_values)
     store = StateStore()
     tokens = TokenStore(store)
