@@ -27,6 +27,7 @@ COMPLETE_VAR = "_MCPMUX_COMPLETE"
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "add": ("mcpmux.cli.manage_cmds", "add_cmd", "Add a server: NAME -- COMMAND [ARGS]... or NAME -t TYPE URL."),
     "add-json": ("mcpmux.cli.manage_cmds", "add_json_cmd", "Add a server from a Claude-style JSON object."),
+    "api": ("mcpmux.cli.api_cmd", "api_cmd", "Serve the REST API: sources, tools, execute, servers, audit."),
     "approve": ("mcpmux.cli.guard_cmds", "approve_cmd", "Approve held-back tool definitions of SERVER[:TOOL]."),
     "approvals": ("mcpmux.cli.approvals_cmds", "approvals", "List and revoke remembered 'always' approvals."),
     "audit": ("mcpmux.cli.guard_cmds", "audit_cmd", "Show the audit log of calls."),
