@@ -76,9 +76,11 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
     install(app)
 
     def caller(request: Request) -> Caller:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        info = gate.identify(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        # The security middleware checked the token (and took the header off): it left who it was.
+        user = request.scope.get("user")
+        name = getattr(getattr(user, "access_token", None), "client_id", None)
+        tokens = gate.security.tokens
+        info = tokens.named(name) if tokens is not None and isinstance(name, str) else None
         if info is not None:
             return Caller(info.name, info.api_scopes)
         if gate.tokens_required():

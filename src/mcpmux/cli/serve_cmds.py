@@ -149,15 +149,26 @@ def token() -> None:
     is_flag=True,
     help="Its caller may answer approval questions, for its own calls only (others are refused, not asked).",
 )
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(["read", "execute", "admin"]),
+    help="What it may do on the REST API (repeatable; default: read and execute).",
+)
 @json_option
-def token_create(name: str, can_approve: bool) -> None:
+def token_create(name: str, can_approve: bool, scopes: tuple[str, ...]) -> None:
     """Create a token called NAME and print it (it is shown only this once)."""
-    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.gateway.tokens import DEFAULT_API_SCOPES, TokenStore
     from mcpmux.policy import StateStore
 
+    chosen = scopes or DEFAULT_API_SCOPES
     with StateStore() as store:
-        secret = TokenStore(store).create(name, can_approve=can_approve)
-    emit({"name": name, "token": secret, "can_approve": can_approve}, lambda: click.echo(secret))
+        secret = TokenStore(store).create(name, can_approve=can_approve, scopes=chosen)
+    emit(
+        {"name": name, "token": secret, "can_approve": can_approve, "scopes": sorted(chosen)},
+        lambda: click.echo(secret),
+    )
     click.echo(
         f"token {name!r}: shown only this once; a running 'mcpmux serve' accepts it from its next request "
         "(and from now on requires a token from every HTTP and WebSocket client)",

@@ -153,6 +153,10 @@ class TokenStore:
         info = self.check(token)
         return info.name if info is not None else None
 
+    def named(self, name: str) -> TokenInfo | None:
+        """The token called ``name`` if it exists now (from the same cache as :meth:`check`)."""
+        return next((info for info in self._current().values() if info.name == name), None)
+
     def check(self, token: str) -> TokenInfo | None:
         """What ``token`` is (name, may it approve), or ``None`` if it is unknown or revoked."""
         return self._current().get(hash_token(token))
