@@ -6,8 +6,7 @@ import random
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mcpmux.errors import NameCollision, ToolNotFound
 from mcpmux.names import SERVER_NAME_PATTERN

@@ -12,109 +12,57 @@ from mcpmux._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-_EXPORTS: dict[str, str] = {
-    "AuthRequired": "mcpmux.errors",
-    "Busy": "mcpmux.errors",
-    "ClientCallbacks": "mcpmux.connection",
-    "CommandNotFound": "mcpmux.errors",
-    "Config": "mcpmux.config",
-    "ConfigError": "mcpmux.errors",
-    "ConnectFailed": "mcpmux.errors",
-    "Connection": "mcpmux.connection",
-    "MCPClient": "mcpmux.manager",
-    "MCPManager": "mcpmux.manager",
-    "MCPMuxError": "mcpmux.errors",
-    "MCPTimeoutError": "mcpmux.errors",
-    "Manager": "mcpmux.manager",
-    "NameTable": "mcpmux.naming",
-    "ServerConfig": "mcpmux.config",
-    "ServerError": "mcpmux.errors",
-    "ServerExited": "mcpmux.errors",
-    "ServerState": "mcpmux.manager",
-    "ServerStatus": "mcpmux.manager",
-    "ServerUnavailable": "mcpmux.errors",
-    "Settings": "mcpmux.config",
-    "ToolBridge": "mcpmux.bridge",
-    "ToolError": "mcpmux.errors",
-    "ToolInfo": "mcpmux.manager",
-    "ToolNotFound": "mcpmux.errors",
-    "ToolResult": "mcpmux.connection",
-    "TransportError": "mcpmux.errors",
-    "load_config": "mcpmux.config",
-}
-
-__all__ = [
-    "AuthRequired",
-    "Busy",
-    "ClientCallbacks",
-    "CommandNotFound",
-    "Config",
-    "ConfigError",
-    "ConnectFailed",
-    "Connection",
-    "MCPClient",
-    "MCPManager",
-    "MCPMuxError",
-    "MCPTimeoutError",
-    "Manager",
-    "NameTable",
-    "ServerConfig",
-    "ServerError",
-    "ServerExited",
-    "ServerState",
-    "ServerStatus",
-    "ServerUnavailable",
-    "Settings",
-    "ToolBridge",
-    "ToolError",
-    "ToolInfo",
-    "ToolNotFound",
-    "ToolResult",
-    "TransportError",
-    "__version__",
-    "load_config",
-]
-
 if TYPE_CHECKING:
     from mcpmux.bridge import (
-        ToolBridge,
+        ToolBridge as ToolBridge,
     )
     from mcpmux.config import (
-        Config,
-        ServerConfig,
-        Settings,
-        load_config,
+        Config as Config,
+        ServerConfig as ServerConfig,
+        Settings as Settings,
+        load_config as load_config,
     )
     from mcpmux.connection import (
-        ClientCallbacks,
-        Connection,
-        ToolResult,
+        ClientCallbacks as ClientCallbacks,
+        Connection as Connection,
+        ToolResult as ToolResult,
     )
     from mcpmux.errors import (
-        AuthRequired,
-        Busy,
-        CommandNotFound,
-        ConfigError,
-        ConnectFailed,
-        MCPMuxError,
-        MCPTimeoutError,
-        ServerError,
-        ServerExited,
-        ServerUnavailable,
-        ToolError,
-        ToolNotFound,
-        TransportError,
+        ApprovalDenied as ApprovalDenied,
+        AuthRequired as AuthRequired,
+        Busy as Busy,
+        CommandNotFound as CommandNotFound,
+        ConfigError as ConfigError,
+        ConnectFailed as ConnectFailed,
+        MCPMuxError as MCPMuxError,
+        MCPTimeoutError as MCPTimeoutError,
+        ServerError as ServerError,
+        ServerExited as ServerExited,
+        ServerUnavailable as ServerUnavailable,
+        ToolDefinitionChanged as ToolDefinitionChanged,
+        ToolDenied as ToolDenied,
+        ToolError as ToolError,
+        ToolNotFound as ToolNotFound,
+        ToolQuarantined as ToolQuarantined,
+        TransportError as TransportError,
+    )
+    from mcpmux.host import (
+        Host as Host,
     )
     from mcpmux.manager import (
-        Manager,
-        MCPClient,
-        MCPManager,
-        ServerState,
-        ServerStatus,
-        ToolInfo,
+        Manager as Manager,
+        MCPClient as MCPClient,
+        MCPManager as MCPManager,
+        ServerState as ServerState,
+        ServerStatus as ServerStatus,
+        ToolInfo as ToolInfo,
     )
     from mcpmux.naming import (
-        NameTable,
+        NameTable as NameTable,
+    )
+    from mcpmux.policy import (
+        Guard as Guard,
+        StateStore as StateStore,
     )
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, __file__, also=("__version__",))

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 from starlette.testclient import TestClient
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.anyio
 
 def info(name: str, description: str = "", schema: dict[str, Any] | None = None) -> ToolInfo:
     server, _, tool = name.partition(":")
-    return ToolInfo(name=name, server=server, tool=tool, description=description, input_schema=schema or {})
+    return ToolInfo.make(name=name, server=server, tool=tool, description=description, input_schema=schema or {})
 
 
 class FakeSource:
@@ -38,7 +38,9 @@ class FakeSource:
     def tools(self) -> list[ToolInfo]:
         return list(self.listed)
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+    async def call_tool(self, name: str | ToolInfo, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        # The bridge hands back the ToolInfo it listed (resolved once); the canonical name is what counts here.
+        name = name.name if isinstance(name, ToolInfo) else name
         self.calls.append((name, arguments))
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"{name} {json.dumps(arguments)}")])
 
@@ -163,13 +165,11 @@ class ClientSource:
         self._by_canonical = {f"demo:{tool.name}": tool for tool in listed}
 
     def tools(self) -> list[ToolInfo]:
-        return [
-            ToolInfo(canonical, "demo", t.name, t.description or "", t.input_schema, definition=t)
-            for canonical, t in self._by_canonical.items()
-        ]
+        return [ToolInfo(canonical, "demo", t) for canonical, t in self._by_canonical.items()]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
-        return await self._client.call_tool(self._by_canonical[name].name, arguments)
+    async def call_tool(self, name: str | ToolInfo, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        tool = name.definition if isinstance(name, ToolInfo) else self._by_canonical[name]
+        return await self._client.call_tool(tool.name, arguments)
 
 
 async def test_a_real_sdk_server_through_the_bridge() -> None:

@@ -18,8 +18,7 @@ from mcpmux.config.models import (
     StdioServerConfig,
     StreamableHttpServerConfig,
 )
-from mcpmux.manager import Manager
-from mcpmux.manager import catalog as catalog_module
+from mcpmux.manager import Manager, catalog as catalog_module
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
 from mcpmux.transports.sandbox import with_effective_sandbox
 

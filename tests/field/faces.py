@@ -2,7 +2,8 @@
 
 Faces: ``mcpmux test NAME``, ``mcpmux tools NAME --json``, ``mcpmux call NAME:TOOL ARGS --json``,
 ``mcpmux serve --stdio`` driven by the SDK's ``ClientSession`` (list, then call through the gateway),
-and ``mcpmux run`` (the agent loop) against the scripted model. The five run concurrently (anyio), each
+``mcpmux run`` (the agent loop) against the scripted model, and the library (``mcpmux.Host`` in a
+Python child: list, call, and the audit row the call left). The six run concurrently (anyio), each
 with its own scratch directory and a generous deadline; every child is reaped before the result returns.
 """
 
@@ -208,7 +209,47 @@ async def _face_run(server: FieldServer, config: Path, work: Path, site: Site) -
     return _expect(server, tool_text, started)
 
 
-_FACES = {"test": _face_test, "tools": _face_tools, "call": _face_call, "serve": _face_serve, "run": _face_run}
+# The library face: what a program that imports mcpmux does, in a child of its own.
+_LIBRARY = """
+import json, sys
+import anyio
+from mcpmux import Host, load_config
+
+async def main() -> None:
+    name, arguments = sys.argv[2], json.loads(sys.argv[3])
+    async with Host(load_config(sys.argv[1]), face="field") as host:
+        listed = [tool.name for tool in host.tools()]
+        if name not in listed:
+            print(json.dumps({"missing": name, "listed": len(listed)}))
+            return
+        result = await host.call_tool(name, arguments)
+        rows = [(row.face, row.name, row.outcome) for row in host.audit.query(limit=5)]
+    print(json.dumps({"result": result.model_dump(mode="json", by_alias=True), "audit": rows}))
+
+anyio.run(main)
+"""
+
+
+async def _face_library(server: FieldServer, config: Path, work: Path, site: Site) -> FaceResult:
+    started = time.monotonic()
+    arguments = json.dumps(probe_arguments(server, site))
+    argv = [sys.executable, "-c", _LIBRARY, str(config), server.canonical_tool, arguments]
+    code, out, err = await _cli(argv, work)
+    if code != 0:
+        return FaceResult(False, f"exit {code}: {_short(err)}", time.monotonic() - started)
+    report = json.loads(out)
+    if "missing" in report:
+        return FaceResult(False, f"{report['missing']} not among {report['listed']} tools", time.monotonic() - started)
+    audited = ["field", server.canonical_tool, "tool-error" if report["result"].get("isError") else "ok"]
+    if audited not in report["audit"]:
+        return FaceResult(False, f"no audit row {audited} in {report['audit']}", time.monotonic() - started)
+    return _expect(server, json.dumps(report["result"]), started)
+
+
+_FACES = {
+    "test": _face_test, "tools": _face_tools, "call": _face_call, "serve": _face_serve, "run": _face_run,
+    "library": _face_library,
+}  # fmt: skip
 
 
 async def _guarded(face: str, server: FieldServer, config: Path, work: Path, site: Site) -> FaceResult:

@@ -35,8 +35,8 @@ __all__ = [
     "stale_installs",
 ]
 
-Face = Literal["test", "tools", "call", "serve", "run"]
-FACES: tuple[Face, ...] = ("test", "tools", "call", "serve", "run")
+Face = Literal["test", "tools", "call", "serve", "run", "library"]
+FACES: tuple[Face, ...] = ("test", "tools", "call", "serve", "run", "library")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from mcpmux.config.models import Config, SecurityConfig, ServerConfig
 from mcpmux.gateway import Downstream, Gateway
-from mcpmux.manager import Manager
-from mcpmux.policy import Guard, StateStore
+from mcpmux.host import Host
+from mcpmux.policy import StateStore
 from tests.manager.conftest import factory, stdio
 
 
@@ -29,13 +29,13 @@ async def gateway_over(
     config = Config(
         servers=configs or tuple(stdio(name) for name in servers), security=security or SecurityConfig(pinning="off")
     )
-    manager = Manager(
-        config, connection_factory=factory(servers), catalog=False, callbacks=downstream.client_callbacks()
-    )
     with StateStore(":memory:") as store:
-        async with manager:
-            guard = Guard(manager, face="gateway", store=store, approver=downstream.relay.approve)
-            gateway = Gateway(guard, downstream=downstream, separator=separator)
+        host = Host(
+            config, face="gateway", store=store, approver=downstream.relay.approve,
+            connection_factory=factory(servers), catalog=False, callbacks=downstream.client_callbacks(),
+        )  # fmt: skip
+        async with host:
+            gateway = Gateway(host, downstream=downstream, separator=separator)
             async with anyio.create_task_group() as tg:
                 await tg.start(gateway.run)
                 yield gateway

@@ -120,7 +120,7 @@ async def test_capabilities_are_worked_out_again_for_each_client_as_upstreams_ar
             async with Client(gateway.server, mode="legacy") as early:
                 caps = early.session.initialize_result.capabilities  # type: ignore[union-attr]
                 assert caps.completions is None and caps.logging is None  # web has neither
-            await gateway.manager.add_server(stdio("a"))
+            await gateway.guard.manager.add_server(stdio("a"))
             async with Client(gateway.server, mode="legacy") as late:
                 caps = late.session.initialize_result.capabilities  # type: ignore[union-attr]
                 assert caps.completions is not None  # a completes prompt arguments

@@ -20,8 +20,7 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from mcpmux.gateway import Gateway
-from mcpmux.gateway import responses as responses_module
+from mcpmux.gateway import Gateway, responses as responses_module
 from mcpmux.gateway.http import HttpOptions, serve_http
 from tests.gateway.conftest import gateway_over, rich_server
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import mcp_types as types
 import pytest
 
 from mcpmux.manager.models import ToolInfo
@@ -29,7 +30,7 @@ def tool(server: str = "a", name: str = "read", **changes: Any) -> ToolInfo:
         "annotations": {"readOnlyHint": True},
     }
     fields.update(changes)
-    return ToolInfo(**fields)
+    return ToolInfo.make(**fields)
 
 
 def test_key_order_and_whitespace_do_not_change_the_hash() -> None:
@@ -158,3 +159,26 @@ def test_a_version_1_state_file_is_migrated_and_its_pins_and_approvals_kept(tmp_
         assert [(a.face, a.server, a.tool) for a in approvals.standing()] == [("unscoped", "fs", "*")]
         # Nobody knows who gave it (a network client could have): listed, revocable, honoured for no one.
         assert not approvals.remembered("fs", "read", ApprovalScope.of("cli", None))
+
+
+def test_pin_hashes_stay_what_earlier_releases_stored() -> None:
+    """A stored pin must still match after an upgrade: these hashes were computed by 0.1.0 (e17b3b4)."""
+    from mcpmux.manager.registry import _tool_info
+
+    tools = [
+        types.Tool(name="a", input_schema={}),
+        types.Tool(
+            name="b",
+            description="d",
+            title="T",
+            output_schema={},
+            input_schema={"type": "object", "properties": {"x": {"type": "string"}}},
+            annotations=types.ToolAnnotations(read_only_hint=True),
+        ),
+        types.Tool(name="c", input_schema={"type": "object"}, output_schema={"type": "object"}),
+    ]
+    assert [definition_hash(_tool_info("s", "s", t)) for t in tools] == [
+        "2316f1beb50ff5c032263e97ec1ba9b9d1025ae03dd4fad15ef75b7a87e51bce",
+        "7ffcbeaf1d9904cab4cd80a24de56e897be63b2be41c6f5c89802636fdfc1858",
+        "f67b948c00c3d000880557eda4458c1186f7fdf2ec5263702dcaa00e7e99680b",
+    ]

@@ -11,7 +11,7 @@ from mcpmux.policy.rules import Rules
 
 def tool(name: str, *, annotations: dict[str, Any] | None = None) -> ToolInfo:
     server, _, bare = name.partition(":")
-    return ToolInfo(name=name, server=server, tool=bare, description="", input_schema={}, annotations=annotations)
+    return ToolInfo.make(name=name, server=server, tool=bare, description="", input_schema={}, annotations=annotations)
 
 
 def rules(security: SecurityConfig, **servers: ServerSecurity) -> Rules:

@@ -1,4 +1,4 @@
-"""An agent session: servers behind the guard, a model, the loop, and answers to server requests.
+"""An agent session: a :class:`~mcpmux.Host` (servers behind the guard), a model, the loop, answers to requests.
 
 The faces (``mcpmux run``, ``mcpmux chat``) differ only in who answers: a terminal, a REPL, or
 nobody. This module wires the rest the same way for both.
@@ -24,8 +24,7 @@ from mcpmux.bridge.providers.client_requests import (
 from mcpmux.bridge.tool_search import ToolSelection
 from mcpmux.config.models import Config
 from mcpmux.connection import ClientCallbacks, ElicitationCallback
-from mcpmux.manager import Manager
-from mcpmux.manager.supervisor import ConnectionFactory
+from mcpmux.host import ConnectionFactory, Host
 from mcpmux.policy import Approver, ChainedApprovals, Guard, StateStore
 
 __all__ = ["AgentOptions", "AgentSession", "agent_session", "describe_servers"]
@@ -101,19 +100,15 @@ async def agent_session(
         elicitation=chained,
         roots=workspace_roots(options.root),
     )
-    manager = Manager(
-        config, callbacks=callbacks, catalog=options.catalog, connection_factory=options.connection_factory
-    )
-    await manager.start()
+    host = Host(
+        config, face=options.face, approver=options.approver, store=options.store, project=options.root,
+        callbacks=callbacks, catalog=options.catalog, connection_factory=options.connection_factory,
+    )  # fmt: skip
     try:
-        guard = Guard(manager, face=options.face, approver=options.approver, store=options.store, project=options.root)
-        chained.bind(guard)
-        holder.append(AgentSession(guard, provider, options, on_event))
-        yield holder[0]
+        async with host:
+            holder.append(AgentSession(host, provider, options, on_event))
+            yield holder[0]
     finally:
-        await manager.stop()
-        if holder and options.store is None:
-            holder[0].guard.store.close()
         current = holder[0].provider if holder else provider
         if current is not None:
             # The session may end by cancellation (Ctrl-C): close the HTTP client anyway, briefly.
@@ -129,11 +124,14 @@ def describe_servers(guard: Guard, *, tool_names: bool = True) -> str:
     lines = [PREAMBLE, "", "Servers:"]
     for status in guard.status():
         tools = by_server.get(status.name, [])
+        if guard.is_denied(status.name):
+            continue  # every tool of it is denied: the model is not told about it
         lines.append(f"- {status.name} ({status.state.value}, {len(tools)} tools)")
         if tool_names and tools:
             shown = ", ".join(tools[:NAMES_PER_SERVER]) + (", ..." if len(tools) > NAMES_PER_SERVER else "")
             lines.append(f"  tools: {shown}")
-        instructions = _instructions(guard.manager, status.name)
+        info = guard.server_info(status.name)
+        instructions = info.instructions if info is not None else None
         if instructions:
             # Server text is untrusted (DESIGN section 6): label it so the model weighs it as such.
             text = instructions[:INSTRUCTIONS_LIMIT_CHARS].replace("\n", "\n    ")
@@ -141,8 +139,3 @@ def describe_servers(guard: Guard, *, tool_names: bool = True) -> str:
     if not tool_names:
         lines += ["", "Not every tool is loaded: call search_tools with keywords to load the ones you need."]
     return "\n".join(lines)
-
-
-def _instructions(manager: Manager, server: str) -> str | None:
-    connection = manager.supervisor(server).connection
-    return connection.info.instructions if connection is not None else None

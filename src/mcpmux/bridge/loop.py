@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 
@@ -27,6 +27,7 @@ from mcpmux.bridge.results import ModelResult
 from mcpmux.bridge.tool_search import SEARCH_TOOL_NAME, ToolSelection
 from mcpmux.bridge.tools import BridgeTool, ToolBridge, ToolSource
 from mcpmux.errors import MCPMuxError
+from mcpmux.json_shapes import JSONObject
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
@@ -62,7 +63,7 @@ class ToolStarted:
     call_id: str
     name: str
     canonical: str
-    arguments: dict[str, Any]
+    arguments: JSONObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +194,7 @@ class AgentLoop:
     async def _run_call(self, call: ToolCall, tool: BridgeTool | None) -> ModelResult:
         canonical = tool.canonical if tool is not None else call.name
         started = time.monotonic()
-        arguments: dict[str, Any] = {}
+        arguments: JSONObject = {}
         try:
             arguments = _arguments(call)
             await self._emit(ToolStarted(call.id, call.name, canonical, arguments))
@@ -203,7 +204,7 @@ class AgentLoop:
         await self._emit(ToolFinished(call.id, call.name, canonical, result, time.monotonic() - started))
         return result
 
-    async def _dispatch(self, call: ToolCall, tool: BridgeTool | None, arguments: dict[str, Any]) -> ModelResult:
+    async def _dispatch(self, call: ToolCall, tool: BridgeTool | None, arguments: JSONObject) -> ModelResult:
         if call.name == SEARCH_TOOL_NAME and self.selection.searching:
             return self.selection.search(arguments)
         if tool is None:
@@ -216,7 +217,7 @@ class AgentLoop:
             await self._on_event(event)
 
 
-def _arguments(call: ToolCall) -> dict[str, Any]:
+def _arguments(call: ToolCall) -> JSONObject:
     try:
         value = json.loads(call.arguments or "{}")
     except json.JSONDecodeError as exc:

@@ -12,10 +12,10 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
-from typing import Any
 
 from mcpmux.bridge.results import ModelResult
 from mcpmux.bridge.tools import BridgeTool
+from mcpmux.json_shapes import JSONObject
 
 __all__ = [
     "DEFAULT_SEARCH_LIMIT",
@@ -33,7 +33,7 @@ _WORD = re.compile(r"\w+")
 # Tokens are estimated as JSON characters / 4 (tiktoken is not a dependency).
 CHARS_PER_TOKEN = 4
 
-SEARCH_TOOL_DEFINITION: dict[str, Any] = {
+SEARCH_TOOL_DEFINITION: JSONObject = {
     "type": "function",
     "function": {
         "name": SEARCH_TOOL_NAME,
@@ -53,7 +53,7 @@ SEARCH_TOOL_DEFINITION: dict[str, Any] = {
 }
 
 
-def estimate_tokens(definitions: Iterable[dict[str, Any]]) -> int:
+def estimate_tokens(definitions: Iterable[JSONObject]) -> int:
     """Tokens of tool definitions, estimated as their JSON length / 4."""
     return sum(len(json.dumps(d, ensure_ascii=False)) for d in definitions) // CHARS_PER_TOKEN
 
@@ -124,12 +124,12 @@ class ToolSelection:
             return list(self._tools)
         return [t for t in self._tools if t.name in self.selected or self._pinned(t)]
 
-    def definitions(self) -> list[dict[str, Any]]:
+    def definitions(self) -> list[JSONObject]:
         """The Chat Completions ``tools`` entries of the next request."""
         entries = [t.to_openai() for t in self.visible()]
         return [SEARCH_TOOL_DEFINITION, *entries] if self.searching else entries
 
-    def search(self, arguments: dict[str, Any]) -> ModelResult:
+    def search(self, arguments: JSONObject) -> ModelResult:
         """Answer a ``search_tools`` call and select its hits."""
         if self._index is None:
             self._index = ToolIndex(self._tools)

@@ -11,12 +11,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import mcp_types as types
 
 from mcpmux.bridge.results import DEFAULT_MAX_RESULT_BYTES, ModelResult, normalise_result
-from mcpmux.bridge.schema import JSONObject, normalise_schema
+from mcpmux.bridge.schema import normalise_schema
+from mcpmux.json_shapes import JSONObject
 from mcpmux.naming import DEFAULT_SEPARATOR, NameTable
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ DESCRIPTION_LIMITS: Mapping[str, int | None] = MappingProxyType(
 )
 _TRUNCATED = " …[description truncated]"
 
-ToolHandler = Callable[[dict[str, Any]], Awaitable[ModelResult]]
+ToolHandler = Callable[[JSONObject], Awaitable[ModelResult]]
 
 
 class ToolSource(Protocol):
@@ -41,8 +42,8 @@ class ToolSource(Protocol):
         """Every tool now available, with canonical names."""
         ...
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
-        """Call the tool with canonical ``name``."""
+    async def call_tool(self, name: str | ToolInfo, arguments: JSONObject | None = None) -> types.CallToolResult:
+        """Call the tool with canonical ``name`` (or the :class:`ToolInfo` listed, not resolved again)."""
         ...
 
 
@@ -132,7 +133,7 @@ class ToolBridge:
         return [tool for _, tool in built.values()]
 
     async def call(
-        self, provider_name: str, arguments: dict[str, Any] | None = None, *, profile: str = "openai"
+        self, provider_name: str, arguments: JSONObject | None = None, *, profile: str = "openai"
     ) -> ModelResult:
         """Call a tool by its provider name and return the normalised result.
 
@@ -142,7 +143,10 @@ class ToolBridge:
             MCPMuxError: whatever the source raises for the call (unavailable, timeout, ...).
         """
         canonical = self.names(profile).to_canonical(provider_name)
-        return await self._call_canonical(canonical, profile, arguments or {})
+        listed = self._built.get(profile, {}).get(canonical)
+        target: str | ToolInfo = listed[0] if listed is not None else canonical
+        result = await self._source.call_tool(target, arguments or {})
+        return normalise_result(result, max_bytes=self._max_result_bytes, profile=profile)
 
     def _table(self, profile: str, infos: list[ToolInfo]) -> NameTable:
         key = (profile, tuple(sorted(info.name for info in infos)))
@@ -160,11 +164,11 @@ class ToolBridge:
             canonical=info.name,
             description=shorten_description(_describe(info), DESCRIPTION_LIMITS.get(profile)),
             parameters=normalise_schema(info.input_schema, profile),
-            handler=partial(self._call_canonical, info.name, profile),
+            handler=partial(self._call_listed, info, profile),
         )
 
-    async def _call_canonical(self, canonical: str, profile: str, arguments: dict[str, Any]) -> ModelResult:
-        result = await self._source.call_tool(canonical, arguments)
+    async def _call_listed(self, info: ToolInfo, profile: str, arguments: JSONObject) -> ModelResult:
+        result = await self._source.call_tool(info, arguments)
         return normalise_result(result, max_bytes=self._max_result_bytes, profile=profile)
 
 

@@ -82,7 +82,7 @@ async def mcp_prompts_cmd(state: ChatState, rest: str) -> None:
 @slash("mcp refresh", "[server]")
 async def mcp_refresh_cmd(state: ChatState, rest: str) -> None:
     """Re-list tools, resources and prompts (of one server if given)."""
-    await state.session.guard.manager.refresh(rest.strip() or None)
+    await state.session.guard.refresh(rest.strip() or None)
     state.console.print(f"refreshed {rest.strip() or 'every server'}")
 
 

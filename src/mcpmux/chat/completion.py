@@ -22,11 +22,11 @@ class ChatCompleter(Completer):
             "call": lambda _: (t.name for t in guard.tools()),
             "prompt": lambda _: (p.name for p in guard.prompts()),
             "read": self._read_words,
-            "approve": lambda _: guard.manager.servers,
-            "mcp tools": lambda _: guard.manager.servers,
-            "mcp resources": lambda _: guard.manager.servers,
-            "mcp prompts": lambda _: guard.manager.servers,
-            "mcp refresh": lambda _: guard.manager.servers,
+            "approve": lambda _: guard.servers,
+            "mcp tools": lambda _: guard.servers,
+            "mcp resources": lambda _: guard.servers,
+            "mcp prompts": lambda _: guard.servers,
+            "mcp refresh": lambda _: guard.servers,
         }
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
@@ -58,5 +58,5 @@ class ChatCompleter(Completer):
 
     def _read_words(self, words: list[str]) -> Iterable[str]:
         if not words:
-            return self._guard.manager.servers
+            return self._guard.servers
         return (r.uri for r in self._guard.resources(words[0]) if not r.template)

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from mcpmux.bridge.providers.client_requests import describe_sampling
+from mcpmux.json_shapes import JSONObject
 from mcpmux.policy import Answer, ApprovalRequest
 
 __all__ = ["Asker", "ChatQuestions", "prompt_asker"]
@@ -85,9 +86,9 @@ class ChatQuestions:
                 return types.ElicitResult(action=_action(line))
             return types.ElicitResult(action="accept", content=await self._form(params.requested_schema))
 
-    async def _form(self, schema: dict[str, Any]) -> dict[str, Any]:
+    async def _form(self, schema: JSONObject) -> JSONObject:
         required = set(schema.get("required", []))
-        content: dict[str, Any] = {}
+        content: JSONObject = {}
         for name, field in (schema.get("properties") or {}).items():
             while True:
                 label = field.get("title") or name
@@ -108,7 +109,7 @@ def _action(line: str) -> Any:
     return "accept" if answer in ("y", "yes") else "cancel" if answer in ("c", "cancel") else "decline"
 
 
-def _hint(field: dict[str, Any]) -> str:
+def _hint(field: JSONObject) -> str:
     options = field.get("enum") or [o.get("const") for o in field.get("oneOf", []) if "const" in o]
     if options:
         return f" ({'/'.join(map(str, options))})"
@@ -117,7 +118,7 @@ def _hint(field: dict[str, Any]) -> str:
     return f" [{kind}]" + (f" {description}" if description else "")
 
 
-def _convert(text: str, field: dict[str, Any]) -> Any:
+def _convert(text: str, field: JSONObject) -> Any:
     """``text`` as the field's type (raises ValueError with a reason)."""
     kind = field.get("type", "string")
     if kind == "boolean":

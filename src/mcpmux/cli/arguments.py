@@ -8,10 +8,12 @@ from typing import Any
 
 import click
 
+from mcpmux.json_shapes import JSONObject
+
 __all__ = ["call_arguments", "json_object"]
 
 
-def json_object(text: str | None, args_file: Path | None) -> dict[str, Any]:
+def json_object(text: str | None, args_file: Path | None) -> JSONObject:
     if text is not None and args_file is not None:
         raise click.BadParameter("give JSON_ARGS or --args-file, not both")
     if args_file is not None:
@@ -27,7 +29,7 @@ def json_object(text: str | None, args_file: Path | None) -> dict[str, Any]:
     return value
 
 
-def call_arguments(words: tuple[str, ...], args_file: Path | None) -> dict[str, Any]:
+def call_arguments(words: tuple[str, ...], args_file: Path | None) -> JSONObject:
     """The arguments of ``call``: one JSON object, or ``KEY=VALUE`` / ``KEY:=JSON`` pairs.
 
     ``KEY=VALUE`` takes VALUE as JSON when it parses (``n=3`` is a number, ``ok=true`` a boolean),
@@ -41,7 +43,7 @@ def call_arguments(words: tuple[str, ...], args_file: Path | None) -> dict[str, 
         raise click.BadParameter("give JSON_ARGS or --args-file, not both")
     if args_file is not None:
         return json_object(None, args_file)
-    arguments: dict[str, Any] = {}
+    arguments: JSONObject = {}
     for word in words:
         if not _is_pair(word):
             raise click.BadParameter(f"{word!r} is not KEY=VALUE (or give one JSON object)", param_hint="ARGS")

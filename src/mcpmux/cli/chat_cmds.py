@@ -20,6 +20,7 @@ from mcpmux.cli.manager_cmds import run
 from mcpmux.cli.output import command_config, json_option, state
 from mcpmux.config import Config
 from mcpmux.errors import EXIT_FAILED, EXIT_OK
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -107,7 +108,7 @@ def _show(as_json: bool) -> Callable[[LoopEvent], Any]:
     return show
 
 
-def _transcript(prompt: str, result: LoopResult, messages: list[dict[str, Any]], model: str) -> dict[str, Any]:
+def _transcript(prompt: str, result: LoopResult, messages: list[JSONObject], model: str) -> JSONObject:
     return {
         "prompt": prompt, "model": model, "answer": result.text, "stopped": result.stopped, "turns": result.turns,
         "tool_calls": result.tool_calls, "errors": list(result.errors),

@@ -12,6 +12,7 @@ import click
 from mcpmux.cli.output import emit, json_option, out_console, state, table
 from mcpmux.config import config_sources, config_to_dict, load_config, load_file
 from mcpmux.errors import EXIT_OK, EXIT_USAGE, ConfigError, ConfigProblem
+from mcpmux.json_shapes import JSONObject
 
 
 @click.group()
@@ -25,7 +26,7 @@ def config_path() -> None:
     """List the configuration files mcpmux reads, in precedence order (lowest first)."""
     sources = config_sources(state().config_path)
     found = [s for s in sources if s.exists]
-    rows: list[dict[str, Any]] = [{"role": "defaults", "path": None, "exists": True, "read": not found}]
+    rows: list[JSONObject] = [{"role": "defaults", "path": None, "exists": True, "read": not found}]
     rows += [{"role": s.role, "path": str(s.path), "exists": s.exists, "read": s.exists} for s in sources]
 
     def render() -> None:
@@ -34,7 +35,7 @@ def config_path() -> None:
     emit(rows, render)
 
 
-def _status(row: dict[str, Any]) -> str:
+def _status(row: JSONObject) -> str:
     if row["role"] == "defaults":
         return "used (no config file found)" if row["read"] else "not used"
     return "read" if row["read"] else "not found"
@@ -99,5 +100,5 @@ def _invalid(problems: list[ConfigProblem]) -> int:
     return EXIT_USAGE
 
 
-def _problem_dict(problem: Any) -> dict[str, Any]:
+def _problem_dict(problem: Any) -> JSONObject:
     return {k: getattr(problem, k) for k in ("source", "path", "reason", "line", "column")}

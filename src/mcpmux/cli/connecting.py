@@ -22,39 +22,37 @@ from mcpmux.errors import MCPMuxError, ServerUnavailable
 if TYPE_CHECKING:
     from rich.status import Status
 
-    from mcpmux.manager import Manager, ServerStatus
+    from mcpmux.host import Host
+    from mcpmux.manager import ServerStatus
+    from mcpmux.policy import Guard
 
-__all__ = ["pending_line", "raise_if_unusable", "start_with_progress", "warn_unusable"]
+__all__ = ["pending_line", "raise_if_unusable", "wait_with_progress", "warn_unusable"]
 
 PROGRESS_INTERVAL_S = 0.2
 PENDING_SHOWN = 4
 _USABLE = frozenset({"connected", "disabled", "configured"})
 
 
-async def start_with_progress(manager: Manager) -> None:
-    """Start ``manager`` (built with ``wait=False``) and wait for the first connect attempt of each server."""
-    await manager.start()
-    waiting = [manager.supervisor(s.name) for s in manager.status()]
-    waiting = [s for s in waiting if s.wanted]
+async def wait_with_progress(host: Host) -> None:
+    """Wait for the first connect attempt of each server ``host`` (started with ``wait=False``) asked to start."""
+    waiting = bool(host.pending())
     status = err_console().status("connecting to servers...") if sys.stderr.isatty() and waiting else None
     if status is not None:
         status.start()
     try:
         async with anyio.create_task_group() as tg:
             if status is not None:
-                tg.start_soon(_tick, manager, status, time.monotonic())
-            async with anyio.create_task_group() as attempts:
-                for supervisor in waiting:
-                    attempts.start_soon(supervisor.wait_attempt)
+                tg.start_soon(_tick, host, status, time.monotonic())
+            await host.wait_started()
             tg.cancel_scope.cancel()
     finally:
         if status is not None:
             status.stop()
 
 
-async def _tick(manager: Manager, status: Status, started: float) -> None:
+async def _tick(guard: Guard, status: Status, started: float) -> None:
     while True:
-        status.update(pending_line(manager.status(), time.monotonic() - started))
+        status.update(pending_line(guard.status(), time.monotonic() - started))
         await anyio.sleep(PROGRESS_INTERVAL_S)
 
 
@@ -69,27 +67,27 @@ def pending_line(statuses: Iterable[ServerStatus], elapsed_s: float) -> str:
     return f"connecting: {ready} of {len(rows)} ready{waiting} ({elapsed_s:.1f} s)"
 
 
-def raise_if_unusable(manager: Manager, addressed: Iterable[str]) -> None:
+def raise_if_unusable(guard: Guard, addressed: Iterable[str]) -> None:
     """Raise the evidence of the first server of ``addressed`` that could not be connected.
 
     Raises:
         MCPMuxError: the server's last error (``ServerExited``, ``AuthRequired``, ...), or
             :class:`ServerUnavailable` with its state and reason.
     """
-    states = {s.name: s for s in manager.status()}
+    states = {s.name: s for s in guard.status()}
     for name in sorted(addressed):
         status = states.get(name)
         if status is None or status.state.value in _USABLE:
             continue
-        error: MCPMuxError | None = manager.supervisor(name).last_error
+        error: MCPMuxError | None = guard.last_error(name)
         if error is not None:
             raise error.with_traceback(None)
         raise ServerUnavailable(name, f"{status.state.value}: {status.reason}")
 
 
-def warn_unusable(manager: Manager, secrets: frozenset[str]) -> None:
+def warn_unusable(guard: Guard, secrets: frozenset[str]) -> None:
     """One warning line on stderr per server that is failed, retrying or waiting for credentials."""
-    for status in manager.status():
+    for status in guard.status():
         if status.state.value not in _USABLE and status.state.value != "starting":
             reason = mask_secrets(status.reason, secrets)
             sys.stderr.write(f"warning: server {status.name!r} is {status.state.value}: {reason}\n")

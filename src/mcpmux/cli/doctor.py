@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import platform
 import sys
-from typing import Any
 
 import anyio
 import click
@@ -38,13 +37,14 @@ from mcpmux.cli import doctor_checks as checks
 from mcpmux.cli.output import emit, err_console, json_option, state, table
 from mcpmux.config import Config, load_config
 from mcpmux.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from mcpmux.json_shapes import JSONObject
 
 __all__ = ["doctor_cmd", "run_doctor"]
 
 _MARKS = {"error": "✗", "warning": "!", "info": "·"}
 
 
-def run_doctor(config_path: str | None, *, connect: bool = True) -> dict[str, Any]:
+def run_doctor(config_path: str | None, *, connect: bool = True) -> JSONObject:
     """Run every check and return the report (the ``--json`` schema above)."""
     files, findings = checks.check_config_files(config_path)
     config: Config | None = None
@@ -54,7 +54,7 @@ def run_doctor(config_path: str | None, *, connect: bool = True) -> dict[str, An
         except ConfigError as exc:
             findings += [checks.finding("error", "config", str(p)) for p in exc.problems]
     sandbox, sandbox_findings = checks.check_sandbox(config)
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     if config is not None:
         rows, server_findings = _servers(config, connect)
         findings += server_findings + checks.check_names(config, rows)
@@ -75,7 +75,7 @@ def run_doctor(config_path: str | None, *, connect: bool = True) -> dict[str, An
     }
 
 
-def _servers(config: Config, connect: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _servers(config: Config, connect: bool) -> tuple[list[JSONObject], list[JSONObject]]:
     if connect:
         return anyio.run(checks.check_servers, config)
     from mcpmux.cli.fast_list import catalog_rows
@@ -86,7 +86,7 @@ def _servers(config: Config, connect: bool) -> tuple[list[dict[str, Any]], list[
         if (missing := checks.command_finding(server)) is not None:
             findings.append(missing)
         tools = cached[server.name][1] if server.name in cached else None
-        row: dict[str, Any] = {"name": server.name, "type": server.type, "enabled": server.enabled}
+        row: JSONObject = {"name": server.name, "type": server.type, "enabled": server.enabled}
         row |= {"status": "ok" if tools is not None else "skipped", "connect_ms": None}
         row |= {"tools": None if tools is None else len(tools), "tool_names": [t.get("name") for t in tools or []]}
         row["estimated_tokens"] = None if tools is None else len(json.dumps(tools)) // checks.CHARS_PER_TOKEN
@@ -111,7 +111,7 @@ def doctor_cmd(no_connect: bool) -> int:
     return EXIT_OK if report["ok"] else EXIT_FAILED
 
 
-def _render(report: dict[str, Any]) -> None:
+def _render(report: JSONObject) -> None:
     runtimes = ", ".join(f"{k}: {v or 'not found'}" for k, v in report["environment"]["runtimes"].items())
     click.echo(f"mcpmux {report['environment']['mcpmux']}, Python {report['environment']['python']}; {runtimes}")
     for row in report["config_files"]:

@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 from mcpmux.config import Config, ServerConfig, StdioServerConfig, config_sources, load_file
 from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.errors import AuthRequired, CommandNotFound, ConfigError, MCPMuxError, MCPTimeoutError, NameCollision
+from mcpmux.json_shapes import JSONObject
 from mcpmux.names import canonical_name
 from mcpmux.naming import DEFAULT_SEPARATOR, PROFILES, NameTable, provider_name
 
@@ -40,9 +39,7 @@ SLOW_CONNECT_SHARE = 0.5
 CHARS_PER_TOKEN = 4
 
 
-def finding(
-    severity: str, check: str, message: str, hint: str | None = None, server: str | None = None
-) -> dict[str, Any]:
+def finding(severity: str, check: str, message: str, hint: str | None = None, server: str | None = None) -> JSONObject:
     """One finding as JSON-ready data."""
     return {"severity": severity, "check": check, "server": server, "message": message, "hint": hint}
 
@@ -57,11 +54,11 @@ def _where_hint() -> str:
     return "on PATH: " + ", ".join(f"{k} {v or 'not found'}" for k, v in found.items())
 
 
-def check_config_files(explicit: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def check_config_files(explicit: str | None) -> tuple[list[JSONObject], list[JSONObject]]:
     """Every configuration source: ``(files, findings)``; each file is validated on its own."""
     files, findings = [], []
     for source in config_sources(explicit):
-        row: dict[str, Any] = {"role": source.role, "path": str(source.path), "exists": source.exists}
+        row: JSONObject = {"role": source.role, "path": str(source.path), "exists": source.exists}
         row["problems"], row["warnings"] = [], []
         if source.exists:
             try:
@@ -74,7 +71,7 @@ def check_config_files(explicit: str | None) -> tuple[list[dict[str, Any]], list
     return files, findings
 
 
-def check_sandbox(config: Config | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def check_sandbox(config: Config | None) -> tuple[JSONObject, list[JSONObject]]:
     """The sandbox backend sandboxed servers get here, probed for real (bubblewrap runs, else
     Landlock); an error only when the config asks for a sandbox and none works.
     """
@@ -109,7 +106,7 @@ def _command_missing(server: StdioServerConfig) -> bool:
     return shutil.which(command) is None
 
 
-def command_finding(server: ServerConfig) -> dict[str, Any] | None:
+def command_finding(server: ServerConfig) -> JSONObject | None:
     """An error when a stdio server's command is not on PATH (nothing is started)."""
     if isinstance(server, StdioServerConfig) and server.enabled and _command_missing(server):
         message = f"command {server.command!r} not found"
@@ -117,9 +114,9 @@ def command_finding(server: ServerConfig) -> dict[str, Any] | None:
     return None
 
 
-async def check_server(server: ServerConfig, config: Config) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+async def check_server(server: ServerConfig, config: Config) -> tuple[JSONObject, list[JSONObject]]:
     """Connect to one server, list its tools, and judge what happened."""
-    row: dict[str, Any] = {"name": server.name, "type": server.type, "enabled": server.enabled}
+    row: JSONObject = {"name": server.name, "type": server.type, "enabled": server.enabled}
     row |= {"status": "ok", "connect_ms": None, "tools": None, "estimated_tokens": None}
     if not server.enabled:
         row["status"] = "skipped"
@@ -127,7 +124,7 @@ async def check_server(server: ServerConfig, config: Config) -> tuple[dict[str, 
     if (missing := command_finding(server)) is not None:
         row["status"] = "fail"
         return row, [missing]
-    findings: list[dict[str, Any]] = []
+    findings: list[JSONObject] = []
     try:
         tools, seconds = await _list_tools(server, config)
     except MCPMuxError as exc:
@@ -150,19 +147,12 @@ async def check_server(server: ServerConfig, config: Config) -> tuple[dict[str, 
     return row, findings
 
 
-async def _list_tools(server: ServerConfig, config: Config) -> tuple[list[dict[str, Any]], float]:
-    from mcpmux.connection import Connection
+async def _list_tools(server: ServerConfig, config: Config) -> tuple[list[JSONObject], float]:
+    from mcpmux.probe import probe
 
-    started = time.perf_counter()
-    # What the manager would run: the global security.sandbox applies to this server too.
-    connection = Connection(with_effective_sandbox(server, config.security), config.settings)
-    await connection.connect()
-    try:
-        seconds = time.perf_counter() - started
-        tools = await connection.list_tools()
-    finally:
-        await connection.close()
-    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools], seconds
+    report = await probe(server, config, lists=("tools",), ping=False)
+    tools = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in report.tools]
+    return tools, report.timings_s["connect"]
 
 
 def _timeout_hint(server: ServerConfig) -> str:
@@ -174,7 +164,7 @@ def _timeout_hint(server: ServerConfig) -> str:
     return "raise the server's connect_timeout_ms"
 
 
-def _failure(server: ServerConfig, config: Config, exc: MCPMuxError) -> dict[str, Any]:
+def _failure(server: ServerConfig, config: Config, exc: MCPMuxError) -> JSONObject:
     message = str(exc)
     if isinstance(exc, AuthRequired):
         return finding("error", "auth", message, exc.hint, server.name)
@@ -195,7 +185,7 @@ def _sandbox_note(server: ServerConfig, config: Config) -> str | None:
     return package_runner_note(boxed) if isinstance(boxed, StdioServerConfig) else None
 
 
-def check_names(config: Config, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def check_names(config: Config, rows: list[JSONObject]) -> list[JSONObject]:
     """Canonical names claimed twice, provider names that collide, and names a provider rewrites."""
     namespaces = {s.name: s.namespace for s in config.servers}
     owners: dict[str, str] = {}
@@ -222,9 +212,9 @@ def check_names(config: Config, rows: list[dict[str, Any]]) -> list[dict[str, An
     return findings
 
 
-async def check_servers(config: Config) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+async def check_servers(config: Config) -> tuple[list[JSONObject], list[JSONObject]]:
     """Every server, concurrently: ``(rows, findings)`` in configuration order."""
-    results: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    results: dict[str, tuple[JSONObject, list[JSONObject]]] = {}
 
     async def one(server: ServerConfig) -> None:
         results[server.name] = await check_server(server, config)

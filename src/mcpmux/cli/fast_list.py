@@ -24,6 +24,7 @@ from mcpmux.config.models import (
     ServerConfig,
 )
 from mcpmux.config.paths import data_dir
+from mcpmux.json_shapes import JSONObject
 from mcpmux.names import canonical_name
 
 __all__ = ["cached_tool_names", "catalog_rows", "emit_lazy_list", "lazy_rows"]
@@ -66,7 +67,7 @@ def _is_lazy(server: ServerConfig, config: Config) -> bool:
     return bool(server.lazy if server.lazy is not None else config.settings.lazy)
 
 
-def lazy_rows(config: Config, rows: dict[str, CatalogRow] | None = None) -> list[dict[str, Any]] | None:
+def lazy_rows(config: Config, rows: dict[str, CatalogRow] | None = None) -> list[JSONObject] | None:
     """The ``list`` rows, or ``None`` when some enabled server would have to be started."""
     rows = catalog_rows() if rows is None else rows
     fresh = {}
@@ -97,7 +98,7 @@ def _tool_counts(config: Config, rows: dict[str, CatalogRow]) -> dict[str, int]:
     return counts
 
 
-def _row(server: ServerConfig, tools: int, now: float, secrets: frozenset[str]) -> dict[str, Any]:
+def _row(server: ServerConfig, tools: int, now: float, secrets: frozenset[str]) -> JSONObject:
     state, reason = ("configured", "configured") if server.enabled else ("disabled", "disabled in the configuration")
     return {
         "name": server.name,

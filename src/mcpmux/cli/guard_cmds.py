@@ -15,6 +15,7 @@ from mcpmux.cli.completion import complete_servers, complete_tools
 from mcpmux.cli.manager_cmds import managed, run
 from mcpmux.cli.output import emit, json_option, table
 from mcpmux.config import Config
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from mcpmux.policy import Finding
@@ -36,7 +37,7 @@ def approve_cmd(target: str, yes: bool) -> None:
     """
     server, _, tool = target.partition(":")
 
-    async def body(config: Config) -> list[dict[str, Any]]:
+    async def body(config: Config) -> list[JSONObject]:
         config.server(server)
         async with managed(config, {server}) as guard:
             held = [e for e in guard.withheld(server) if e.kind == "quarantined" and (not tool or e.tool.tool == tool)]
@@ -107,7 +108,7 @@ def _pin_state(pin: Any) -> str:
     return "changed" if pin.pending_hash else "approved" if pin.approved else "awaiting approval"
 
 
-def _pin_json(pin: Any) -> dict[str, Any]:
+def _pin_json(pin: Any) -> JSONObject:
     return {
         "server": pin.server,
         "tool": pin.tool,
@@ -184,9 +185,10 @@ def scan_cmd(server: str | None) -> int:
         if server is not None:
             config.server(server)
         async with managed(config, {server} if server else True) as guard:
-            everyone = [t for t in guard.manager.tools() if not t.synthetic]
+            # Withheld definitions too: the scan is how an operator learns why they were held back.
+            everyone = [e.tool for e in guard.exposures() if not e.tool.synthetic]
             findings = []
-            for name in [server] if server else guard.manager.servers:
+            for name in [server] if server else guard.servers:
                 own = [t for t in everyone if t.server == name]
                 others = [t.name for t in everyone if t.server != name]
                 findings += scan_tools(own, server=name, other_tools=others)

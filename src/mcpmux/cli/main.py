@@ -10,12 +10,12 @@ import importlib
 import logging
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from mcpmux import __version__
+from mcpmux.cli.output import CliState
 from mcpmux.errors import EXIT_INTERRUPTED, EXIT_USAGE, MCPMuxError, exit_code_for
 
 __all__ = ["COMPLETE_VAR", "CliState", "cli", "main"]
@@ -60,16 +60,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "token": ("mcpmux.cli.serve_cmds", "token", "Create, list and revoke the gateway's bearer tokens."),
     "tools": ("mcpmux.cli.manager_cmds", "tools_cmd", "List the tools of every server (or one), or show SERVER:TOOL."),
 }
-
-
-@dataclass
-class CliState:
-    """Options every subcommand sees (``ctx.obj``)."""
-
-    config_path: str | None = None
-    json: bool = False
-    verbosity: int = 0
-    secrets: frozenset[str] = frozenset()
 
 
 class LazyGroup(click.Group):

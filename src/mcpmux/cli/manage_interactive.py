@@ -15,11 +15,12 @@ from typing import Any
 
 import click
 
-from mcpmux.cli.manage_cmds import TRANSPORTS, build_entry, scope_file, write_entry
+from mcpmux.cli.entries import TRANSPORTS, build_entry, scope_file, write_entry
 from mcpmux.config.edit import ConfigDocument
 from mcpmux.config.formats import normalise_document
 from mcpmux.config.parse import read_data
 from mcpmux.errors import EXIT_OK, ConfigError, MCPMuxError, exit_code_for
+from mcpmux.json_shapes import JSONObject
 from mcpmux.names import is_valid_server_name
 
 __all__ = ["add_from_registry", "add_interactively", "registry_variables"]
@@ -99,11 +100,11 @@ def _check(name: str, path: Path) -> int:
     return EXIT_OK
 
 
-def registry_variables(manifest: Any) -> list[dict[str, Any]]:
+def registry_variables(manifest: Any) -> list[JSONObject]:
     """The variables a ``server.json`` declares (package environment variables, remote headers)."""
     if not isinstance(manifest, dict):
         return []
-    found: list[dict[str, Any]] = []
+    found: list[JSONObject] = []
     for package in manifest.get("packages") or []:
         if isinstance(package, dict):
             found += [v for v in package.get("environmentVariables") or [] if isinstance(v, dict)]
@@ -136,7 +137,7 @@ def add_from_registry(path: Path, name: str | None, scope: str) -> int:
     return EXIT_OK
 
 
-def _settle(entry: dict[str, Any], variable: dict[str, Any]) -> list[str]:
+def _settle(entry: JSONObject, variable: JSONObject) -> list[str]:
     """Ask for one declared variable; return what the user still has to do about it."""
     var = re.sub(r"[^A-Za-z0-9_]", "_", variable["name"]).upper()
     if not _uses(entry, var) or not variable.get("isRequired"):
@@ -151,5 +152,5 @@ def _settle(entry: dict[str, Any], variable: dict[str, Any]) -> list[str]:
     return []
 
 
-def _uses(entry: dict[str, Any], var: str) -> bool:
+def _uses(entry: JSONObject, var: str) -> bool:
     return any(var in _REFERENCE.findall(str(v)) for f in ("env", "headers") for v in (entry.get(f) or {}).values())

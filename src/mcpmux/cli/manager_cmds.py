@@ -1,4 +1,4 @@
-"""Commands over many servers, through the :class:`~mcpmux.manager.Manager`.
+"""Commands over many servers, through the :class:`~mcpmux.Host` (its guard on every call).
 
 A one-shot command starts only what it needs: ``call``, ``read`` and ``prompt`` start the server they
 address, ``tools SERVER`` that server; ``tools``, ``resources`` and ``prompts`` without a server and
@@ -20,15 +20,17 @@ import click
 from mcpmux.cli import render
 from mcpmux.cli.arguments import call_arguments, json_object
 from mcpmux.cli.completion import complete_prompts, complete_servers, complete_servers_or_tools, complete_tools
-from mcpmux.cli.connecting import raise_if_unusable, start_with_progress, warn_unusable
+from mcpmux.cli.connecting import raise_if_unusable, wait_with_progress, warn_unusable
 from mcpmux.cli.output import clip, command_config, emit, json_option, redact_logs, state, table
 from mcpmux.cli.tool_view import print_tool, tool_json
 from mcpmux.config import Config
 from mcpmux.config.display import mask_secrets
 from mcpmux.errors import EXIT_FAILED, EXIT_OK, ApprovalDenied, MCPMuxError, NameNotQualified, ToolNotFound, closest
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
-    from mcpmux.policy import Approver, Guard
+    from mcpmux.host import Host
+    from mcpmux.policy import Approver
 
 _T = TypeVar("_T")
 
@@ -50,36 +52,31 @@ def run(body: Callable[[Config], Awaitable[_T]]) -> _T:
 @asynccontextmanager
 async def managed(
     config: Config, start: bool | set[str] = True, *, approver: Approver | None = None
-) -> AsyncIterator[Guard]:
-    """A started manager behind the guard, with a progress line on stderr while servers connect.
+) -> AsyncIterator[Host]:
+    """A started :class:`~mcpmux.Host`, with a progress line on stderr while servers connect.
 
-    Every command goes through the :class:`~mcpmux.policy.Guard`: denied and quarantined tools are
-    not listed, calls that need approval are asked in the terminal (or refused without one), and
-    every call is audited. A server the command addressed by name (``start`` as a set) that could not
-    be connected raises its own error (exit 3, or 4 when it needs authentication); any other server
+    Every command goes through the host's guard: denied and quarantined tools are not listed,
+    calls that need approval are asked in the terminal (or refused without one), and every call is
+    audited. A server the command addressed by name (``start`` as a set) that could not be
+    connected raises its own error (exit 3, or 4 when it needs authentication); any other server
     that is not usable is a warning on stderr.
     """
     from mcpmux.cli.approval import terminal_approver
     from mcpmux.connection.callbacks import ClientCallbacks
-    from mcpmux.manager import Manager
-    from mcpmux.policy import ChainedApprovals, Guard
+    from mcpmux.host import Host
+    from mcpmux.policy import ChainedApprovals
 
     # An upstream mcpmux's approval questions are answered here, once (mcpmux.policy.chained).
-    chained = ChainedApprovals()
-    manager = Manager(config, start=start, wait=False, callbacks=ClientCallbacks(elicitation=chained))
-    guard: Guard | None = None
-    try:
-        await start_with_progress(manager)
-        guard = Guard(manager, face="cli", approver=approver or terminal_approver())
-        chained.bind(guard)
+    callbacks = ClientCallbacks(elicitation=ChainedApprovals())
+    host = Host(
+        config, face="cli", approver=approver or terminal_approver(), callbacks=callbacks, start=start, wait=False
+    )
+    async with host:
+        await wait_with_progress(host)
         if isinstance(start, set):
-            raise_if_unusable(manager, start)
-        warn_unusable(manager, config.secret_values)
-        yield guard
-    finally:
-        await manager.stop()
-        if guard is not None:
-            guard.store.close()
+            raise_if_unusable(host, start)
+        warn_unusable(host, config.secret_values)
+        yield host
 
 
 def tool_servers(config: Config, canonical: str, *, kind: str = "tool") -> set[str]:
@@ -115,7 +112,7 @@ def list_cmd() -> None:
     if emit_lazy_list():  # every enabled server lazy and cached: no manager, no SDK import
         return
 
-    async def body(config: Config) -> list[dict[str, Any]]:
+    async def body(config: Config) -> list[JSONObject]:
         async with managed(config) as guard:
             # A target (command line or URL) may hold an interpolated secret.
             return [mask_secrets(s.to_json(), config.secret_values) for s in guard.status()]
@@ -296,11 +293,11 @@ def prompt_cmd(name: str, arguments: str | None) -> None:
 def refresh_cmd(server: str | None) -> int:
     """Connect SERVER (or every enabled server), list everything again and store it in the catalog."""
 
-    async def body(config: Config) -> list[dict[str, Any]]:
+    async def body(config: Config) -> list[JSONObject]:
         if server is not None:
             config.server(server)
         async with managed(config, start=False) as guard:
-            await guard.manager.refresh(server)
+            await guard.refresh(server)
             rows = [s.to_json() for s in guard.status() if server is None or s.name == server]
             return [mask_secrets(row, config.secret_values) for row in rows]
 

@@ -9,6 +9,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,9 +40,22 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def state() -> Any:
-    """The :class:`~mcpmux.cli.main.CliState` of the running command."""
-    return click.get_current_context().find_root().obj
+@dataclass
+class CliState:
+    """Options every subcommand sees (``ctx.obj``)."""
+
+    config_path: str | None = None
+    json: bool = False
+    verbosity: int = 0
+    secrets: frozenset[str] = frozenset()
+
+
+def state() -> CliState:
+    """The options of the running command (a fresh :class:`CliState` when a command runs on its own)."""
+    root = click.get_current_context().find_root()
+    if not isinstance(root.obj, CliState):
+        root.obj = CliState()
+    return root.obj
 
 
 def json_option(func: F) -> F:
@@ -49,7 +63,7 @@ def json_option(func: F) -> F:
 
     def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         if value:
-            ctx.find_root().obj.json = True
+            state().json = True
 
     return click.option(
         "--json", "as_json", is_flag=True, expose_value=False, callback=set_json, help="Output JSON on stdout."

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mcpmux.cli.output import clip, out_console, table
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from mcpmux.connection import Connection
     from mcpmux.manager import PromptInfo, ResourceInfo, ToolInfo
+    from mcpmux.probe import ProbeReport
 
 DESCRIPTION_WIDTH = 72
 
@@ -33,34 +34,33 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-def test_report(
-    conn: Connection, listing: dict[str, int], started: float, connected: float, pinged: float, listed: float
-) -> dict[str, Any]:
+def test_report(report: ProbeReport) -> JSONObject:
     """The facts ``mcpmux test`` reports, as JSON-ready data."""
-    info = conn.info
+    info = report.info
     peer = info.server_info
     caps = info.capabilities.model_dump(exclude_none=True, by_alias=True)
+    timings = report.timings_s
     return {
-        "server": conn.server.name,
-        "transport": conn.server.type,
+        "server": report.server.name,
+        "transport": report.server.type,
         "target": info.describe,
         "pid": info.pid,
         "protocol_version": info.protocol_version,
         "peer": {"name": peer.name, "version": peer.version} if peer else None,
         "capabilities": sorted(caps),
         "instructions": info.instructions,
-        "counts": listing,
+        "counts": report.counts,
         "timings_ms": {
-            "connect": _ms(connected - started),
+            "connect": _ms(timings["connect"]),
             "transport": _ms(info.transport_s),
             "handshake": _ms(info.handshake_s),
-            "ping": _ms(pinged - connected),
-            "list": _ms(listed - pinged),
+            "ping": _ms(timings["ping"]),
+            "list": _ms(timings["list"]),
         },
     }
 
 
-def print_test_report(report: dict[str, Any]) -> None:
+def print_test_report(report: JSONObject) -> None:
     peer = report["peer"]
     counts = report["counts"]
     t = report["timings_ms"]
@@ -132,7 +132,7 @@ def print_prompt_infos(prompts: list[PromptInfo]) -> None:
     table(["prompt", "description", "arguments (* required)"], rows)
 
 
-def print_show(data: dict[str, Any]) -> None:
+def print_show(data: JSONObject) -> None:
     status = data["status"]
     console = out_console()
     console.print(

@@ -15,6 +15,7 @@ from mcpmux.cli.output import command_config, emit, json_option
 from mcpmux.config import Config, StdioServerConfig, config_to_dict
 from mcpmux.config.display import MASK, mask_secrets, redact
 from mcpmux.config.paths import server_log_file
+from mcpmux.json_shapes import JSONObject
 
 STDERR_TAIL_LINES = 20
 
@@ -25,14 +26,12 @@ STDERR_TAIL_LINES = 20
 def show_cmd(name: str) -> None:
     """Show server NAME: config (secrets masked), state history, capabilities, tools, stderr tail."""
 
-    async def body(config: Config) -> dict[str, Any]:
+    async def body(config: Config) -> JSONObject:
         server = config.server(name)
-        async with managed(config, {name}) as guard:
-            manager = guard.manager
-            status = manager.status()[manager.servers.index(name)]
-            connection = manager.supervisor(name).connection
-            info = connection.info if connection is not None else None
-            stderr = connection.stderr_tail() if connection is not None else _log_tail(name)
+        async with managed(config, {name}) as host:
+            status = host.status()[host.servers.index(name)]
+            info = host.server_info(name)
+            stderr = host.stderr_tail(name) or _log_tail(name)
             caps = info.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True) if info else None
             return {
                 "config": _server_config(config, name),
@@ -40,10 +39,10 @@ def show_cmd(name: str) -> None:
                 "capabilities": caps,
                 "instructions": info.instructions if info else None,
                 "environment": _child_environment(server, config),
-                "tools": [t.name for t in guard.tools(name)],
-                "withheld": [{"tool": e.tool.name, "kind": e.kind, "reason": e.reason} for e in guard.withheld(name)],
-                "resources": [r.uri for r in manager.resources(name)],
-                "prompts": [p.name for p in manager.prompts(name)],
+                "tools": [t.name for t in host.tools(name)],
+                "withheld": [{"tool": e.tool.name, "kind": e.kind, "reason": e.reason} for e in host.withheld(name)],
+                "resources": [r.uri for r in host.resources(name)],
+                "prompts": [p.name for p in host.prompts(name)],
                 "stderr_tail": mask_secrets(stderr.splitlines()[-STDERR_TAIL_LINES:], config.secret_values),
             }
 
@@ -51,7 +50,7 @@ def show_cmd(name: str) -> None:
     emit(data, lambda: render.print_show(data))
 
 
-def _server_config(config: Config, name: str) -> dict[str, Any]:
+def _server_config(config: Config, name: str) -> JSONObject:
     servers = config_to_dict(config)["mcp"]["servers"]
     return next(s for s in servers if s["name"] == name)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from mcpmux.cli.output import out_console, table
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from mcpmux.manager import ToolInfo
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["print_tool", "schema_rows", "tool_json"]
 
 
-def tool_json(tool: ToolInfo) -> dict[str, Any]:
+def tool_json(tool: ToolInfo) -> JSONObject:
     """The ``--json`` shape of one tool (the same object ``mcpmux tools --json`` lists)."""
     return {
         "name": tool.name,
@@ -30,7 +31,7 @@ def tool_json(tool: ToolInfo) -> dict[str, Any]:
     }
 
 
-def schema_rows(schema: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
+def schema_rows(schema: JSONObject | None) -> list[tuple[str, str, str, str]]:
     """One row per property of an object schema: name (``*`` when required), type, constraints, description."""
     schema = schema or {}
     required = set(schema.get("required") or [])
@@ -43,7 +44,7 @@ def schema_rows(schema: dict[str, Any] | None) -> list[tuple[str, str, str, str]
     return rows
 
 
-def _type(prop: dict[str, Any]) -> str:
+def _type(prop: JSONObject) -> str:
     kind = prop.get("type")
     if isinstance(kind, list):
         return " | ".join(str(k) for k in kind)
@@ -57,7 +58,7 @@ def _type(prop: dict[str, Any]) -> str:
     return "any"
 
 
-def _constraints(prop: dict[str, Any]) -> str:
+def _constraints(prop: JSONObject) -> str:
     parts = []
     if "enum" in prop:
         parts.append("one of " + ", ".join(json.dumps(v) for v in prop["enum"]))
@@ -87,7 +88,7 @@ def print_tool(tool: ToolInfo) -> None:
             click.echo(f"  {key}: {json.dumps(value)}")
 
 
-def _section(heading: str, schema: dict[str, Any]) -> None:
+def _section(heading: str, schema: JSONObject) -> None:
     out_console().print(f"\n[bold]{heading}[/bold]", highlight=False)
     rows = schema_rows(schema)
     if rows:

@@ -24,12 +24,11 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import click
 
 from mcpmux.cli.completion import complete_hosts
-from mcpmux.cli.manage_cmds import SCOPES, scope_file
+from mcpmux.cli.entries import SCOPES, scope_file
 from mcpmux.cli.output import emit, json_option, state
 from mcpmux.config.edit import ConfigDocument, secret_warnings
 from mcpmux.config.hosts import (
@@ -45,6 +44,7 @@ from mcpmux.config.literal_secrets import secrets_to_references
 from mcpmux.config.loader import DEFAULT_SERVERS, config_sources
 from mcpmux.config.parse import read_data
 from mcpmux.errors import NotFound, UsageError, closest
+from mcpmux.json_shapes import JSONObject
 
 __all__ = ["configured_servers", "export_cmd", "import_cmd"]
 
@@ -107,7 +107,7 @@ def import_cmd(source: str, scope: str, keep_secrets: bool) -> None:
         imported.append(name)
     if imported:
         document.save()
-    data: dict[str, Any] = {"action": "import", "source": str(path), "file": str(target), "imported": imported}
+    data: JSONObject = {"action": "import", "source": str(path), "file": str(target), "imported": imported}
     data |= {"skipped": skipped, "warnings": warnings, "variables": variables}
     for warning in warnings:
         sys.stderr.write(f"warning: {warning}\n")
@@ -124,9 +124,9 @@ def import_cmd(source: str, scope: str, keep_secrets: bool) -> None:
     emit(data, render)
 
 
-def configured_servers() -> list[dict[str, Any]]:
+def configured_servers() -> list[JSONObject]:
     """Our servers as written (references unexpanded), merged by name over every source."""
-    merged: dict[str, dict[str, Any]] = {}
+    merged: dict[str, JSONObject] = {}
     sources = [s for s in config_sources(state().config_path) if s.exists]
     for source in sources:
         for entry in read_servers(source.path)[0]:
@@ -174,7 +174,7 @@ def export_cmd(host: str, output: Path | None, expand: bool) -> None:
     emit(data, lambda: click.echo(f"wrote {len(names)} server(s) to {output} ({host})"))
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_json(path: Path, data: JSONObject) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -12,12 +12,15 @@ crosses, so checking costs at most :data:`MAX_VALUES` steps whatever the file sa
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from mcpmux.errors import ConfigError, ConfigProblem
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_INT_BITS", "MAX_VALUES", "check_tree"]
+__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_INT_BITS", "MAX_VALUES", "PathPart", "check_tree", "format_path"]
 
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
 """Largest configuration file read (Claude Code's ``~/.claude.json`` keeps history and grows)."""
@@ -27,7 +30,8 @@ MAX_INT_BITS = 64
 _MAX_PROBLEMS = 20
 _SHOWN_CHARS = 40
 
-_Path = tuple[str | int, ...]
+PathPart = str | int
+_Path = tuple[PathPart, ...]
 
 
 def check_tree(tree: Any, source: str) -> None:
@@ -101,7 +105,19 @@ def _short(value: Any) -> str:
 
 
 def _shown_path(path: _Path) -> str:
-    # Imported here: parse imports this module.
-    from mcpmux.config.parse import format_path
-
     return format_path(path)
+
+
+def format_path(parts: Sequence[PathPart]) -> str:
+    """``("mcp", "servers", 2, "url")`` -> ``mcp.servers[2].url``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        elif not isinstance(part, str):
+            out += f"[{json.dumps(str(part))}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out

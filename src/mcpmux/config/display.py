@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from mcpmux.config.effective import effective_policy
 from mcpmux.config.models import Config
+from mcpmux.json_shapes import JSONObject
 
 __all__ = ["MASK", "config_to_dict", "looks_secret", "mask_secrets", "redact"]
 
@@ -56,7 +57,7 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return _PREFIXED_TOKEN.sub(MASK, text)
 
 
-def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, Any]:
+def config_to_dict(config: Config, *, show_secrets: bool = False) -> JSONObject:
     """The merged configuration as plain data, in the shape of ``mcpmux.yaml``.
 
     With ``show_secrets=False`` env and header values become ``****`` and interpolated values are
@@ -75,7 +76,7 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> dict[str, A
         if server.unresolved:
             data["unresolved"] = [f"{p.reason} ({p.source}{f':{p.line}' if p.line else ''})" for p in server.unresolved]
         servers.append(data if show_secrets else mask_secrets(data, config.secret_values))
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "mcp": {
             "servers": servers,
             "settings": config.settings.model_dump(mode="json"),

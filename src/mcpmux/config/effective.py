@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 from pydantic import SecretStr
 
@@ -22,6 +21,7 @@ from mcpmux.config.models import (
     ServerSecurity,
     StdioServerConfig,
 )
+from mcpmux.json_shapes import JSONObject
 
 __all__ = ["effective_policy", "effective_sandbox", "fingerprint", "with_effective_sandbox"]
 
@@ -55,7 +55,7 @@ def with_effective_sandbox(server: ServerConfig, security: SecurityConfig) -> Se
     return server.model_copy(update={"security": own.model_copy(update={"sandbox": sandbox})})
 
 
-def effective_policy(security: SecurityConfig, servers: tuple[ServerConfig, ...] = ()) -> dict[str, Any]:
+def effective_policy(security: SecurityConfig, servers: tuple[ServerConfig, ...] = ()) -> JSONObject:
     """What the guard actually does with these settings, in words: which calls it asks about,
     which tools it withholds, which servers have rules of their own.
 
@@ -75,7 +75,7 @@ def effective_policy(security: SecurityConfig, servers: tuple[ServerConfig, ...]
             asks.append(f"calls of tools matching {', '.join(setting)}")
         if not (explicit and setting is False):
             asks.append("calls of tools annotated destructiveHint (set require_approval: false to stop)")
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "asks": asks or ["nothing: every allowed call runs"],
         "withholds": [f"tools matching {p}" for p in security.denied_tools]
         + ([] if security.allowed_tools is None else [f"every tool not matching {', '.join(security.allowed_tools)}"]),

@@ -15,50 +15,23 @@ unknown key is an error, so a typo never silently disables a setting.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcpmux.config.document import Document, RawServer
 from mcpmux.config.envfile import read_env_file
+from mcpmux.config.parse import PathPart, format_path
 from mcpmux.config.registry import registry_server
 from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.json_shapes import JSONObject
 
 __all__ = ["Document", "RawServer", "normalise_document"]
-
-from mcpmux.config.parse import PathPart, format_path
 
 # Keys of a foreign server entry that map straight onto ours.
 _FOREIGN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "timeout_ms", "enabled"}
 # Keys other hosts use that have no meaning here: dropped without a warning.
 # (``envFile`` is read by the VS Code reader itself.)
 _QUIET_KEYS = {"description", "envFile", "gallery", "version", "dev"}
-
-
-@dataclass(slots=True)
-class RawServer:
-    """One server entry in mcpmux's shape, and where it came from in its file."""
-
-    origin: tuple[PathPart, ...]
-    data: dict[str, Any]
-
-
-@dataclass(slots=True)
-class Document:
-    """A configuration file turned into mcpmux's shape, not yet validated."""
-
-    source: str
-    kind: str
-    tree: Any
-    servers: list[RawServer] = field(default_factory=list)
-    sections: dict[str, tuple[tuple[PathPart, ...], Any]] = field(default_factory=dict)
-    problems: list[ConfigProblem] = field(default_factory=list)
-    warnings: list[ConfigProblem] = field(default_factory=list)
-
-    def warn(self, origin: tuple[PathPart, ...], reason: str) -> None:
-        self.warnings.append(ConfigProblem(self.source, format_path(origin), reason))
-
-    def problem(self, origin: tuple[PathPart, ...], reason: str) -> None:
-        self.problems.append(ConfigProblem(self.source, format_path(origin), reason))
 
 
 def normalise_document(tree: Any, source: str, path: Path | None = None) -> Document:
@@ -86,7 +59,7 @@ def normalise_document(tree: Any, source: str, path: Path | None = None) -> Docu
     return doc
 
 
-def _ours(tree: dict[str, Any], source: str) -> Document:
+def _ours(tree: JSONObject, source: str) -> Document:
     doc = Document(source, "mcpmux", tree)
     for key in tree:
         if key not in ("mcp", "llm"):
@@ -116,7 +89,7 @@ def _ours(tree: dict[str, Any], source: str) -> Document:
     return doc
 
 
-def _named_servers(tree: dict[str, Any], source: str, kind: str, key: str) -> Document:
+def _named_servers(tree: JSONObject, source: str, kind: str, key: str) -> Document:
     doc = Document(source, kind, tree)
     servers = tree[key]
     if not isinstance(servers, dict):
@@ -127,7 +100,7 @@ def _named_servers(tree: dict[str, Any], source: str, kind: str, key: str) -> Do
     return doc
 
 
-def _vscode(tree: dict[str, Any], source: str, path: Path | None) -> Document:
+def _vscode(tree: JSONObject, source: str, path: Path | None) -> Document:
     doc = _named_servers(tree, source, "vscode", "servers")
     inputs = tree.get("inputs") or []
     if not isinstance(inputs, list):
@@ -181,7 +154,7 @@ def _replace_vscode_vars(value: Any, folder: str) -> Any:
     return value
 
 
-def _servers_array(tree: dict[str, Any], source: str) -> Document:
+def _servers_array(tree: JSONObject, source: str) -> Document:
     doc = Document(source, "servers-array", tree)
     for index, entry in enumerate(tree["servers"]):
         _add_entry(doc, ("servers", index), entry, name=None, foreign=True)
@@ -202,8 +175,8 @@ def _add_entry(doc: Document, origin: tuple[PathPart, ...], entry: Any, *, name:
     doc.servers.append(RawServer(origin, data))
 
 
-def _from_foreign(doc: Document, origin: tuple[PathPart, ...], entry: dict[str, Any]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
+def _from_foreign(doc: Document, origin: tuple[PathPart, ...], entry: JSONObject) -> JSONObject:
+    data: JSONObject = {}
     for key, value in entry.items():
         if key in _FOREIGN_KEYS or key == "name":
             data[key] = value
@@ -219,7 +192,7 @@ def _from_foreign(doc: Document, origin: tuple[PathPart, ...], entry: dict[str, 
     return data
 
 
-def _foreign_type(data: dict[str, Any]) -> str:
+def _foreign_type(data: JSONObject) -> str:
     declared = str(data.get("type") or "").lower()
     aliases = {
         "streamable-http": "http",
@@ -230,7 +203,7 @@ def _foreign_type(data: dict[str, Any]) -> str:
     return aliases.get(declared, declared) or _infer_type(data)
 
 
-def _infer_type(data: dict[str, Any]) -> str:
+def _infer_type(data: JSONObject) -> str:
     if "command" in data:
         return "stdio"
     url = str(data.get("url") or "")

@@ -33,6 +33,7 @@ from mcpmux.config.formats import normalise_document
 from mcpmux.config.interpolate import expand
 from mcpmux.config.parse import read_data
 from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.json_shapes import JSONObject
 
 __all__ = [
     "HOSTS",
@@ -100,7 +101,7 @@ def host_files(host: str, *, cwd: Path | None = None, platform: str | None = Non
     return table[host]
 
 
-def read_servers(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def read_servers(path: Path) -> tuple[list[JSONObject], list[str]]:
     """The servers of any supported file, in mcpmux's shape, and the reader's warnings.
 
     References stay references: ``${env:VAR}`` becomes ``${VAR}``, nothing is expanded.
@@ -125,14 +126,14 @@ def _plain_references(value: Any) -> Any:
     return value
 
 
-def export_servers(servers: list[dict[str, Any]], host: str) -> tuple[dict[str, Any], list[str]]:
+def export_servers(servers: list[JSONObject], host: str) -> tuple[JSONObject, list[str]]:
     """``{servers_key: {name: entry}}`` for ``host``, and why any server was left out.
 
     Built-in servers are exported as ``mcpmux builtin KIND`` over stdio; websocket and tcp
     servers are left out (no other host speaks them).
     """
     spec = HOSTS[host]
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     skipped: list[str] = []
     for server in servers:
         entry = _host_entry(server, spec)
@@ -143,9 +144,9 @@ def export_servers(servers: list[dict[str, Any]], host: str) -> tuple[dict[str, 
     return {spec.servers_key: out}, skipped
 
 
-def _host_entry(server: dict[str, Any], spec: Host) -> dict[str, Any] | None:
+def _host_entry(server: JSONObject, spec: Host) -> JSONObject | None:
     kind = server.get("type", "stdio")
-    entry: dict[str, Any] = {}
+    entry: JSONObject = {}
     if kind == "builtin":
         kind, server = "stdio", {"command": "mcpmux", "args": ["builtin", _builtin_kind(server)]}
     if kind == "stdio":
@@ -168,7 +169,7 @@ def _host_entry(server: dict[str, Any], spec: Host) -> dict[str, Any] | None:
     return entry
 
 
-def _builtin_kind(server: dict[str, Any]) -> str:
+def _builtin_kind(server: JSONObject) -> str:
     return str(server.get("builtin") or str(server["name"]).replace("-", "_"))
 
 
@@ -193,7 +194,7 @@ def referenced_variables(value: Any) -> set[str]:
     return set()
 
 
-def expand_references(servers: list[dict[str, Any]], environ: Mapping[str, str]) -> list[dict[str, Any]]:
+def expand_references(servers: list[JSONObject], environ: Mapping[str, str]) -> list[JSONObject]:
     """``servers`` with the references in their env, headers, args and url expanded from ``environ``.
 
     Raises:
@@ -221,7 +222,7 @@ def expand_references(servers: list[dict[str, Any]], environ: Mapping[str, str])
     return out
 
 
-def merge_into(existing: Any, exported: dict[str, Any]) -> dict[str, Any]:
+def merge_into(existing: Any, exported: JSONObject) -> JSONObject:
     """``exported`` merged into a host file's data: same-name servers replaced, all else kept."""
     data = dict(existing) if isinstance(existing, dict) else {}
     for key, servers in exported.items():

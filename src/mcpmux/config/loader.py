@@ -38,12 +38,13 @@ from mcpmux.config.models import (
 from mcpmux.config.parse import PathPart, format_path, line_of, read_data
 from mcpmux.config.paths import project_config_file, user_config_file
 from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.json_shapes import JSONObject
 
 __all__ = ["DEFAULT_SERVERS", "ConfigSource", "config_sources", "load_config", "load_file"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SERVERS: tuple[dict[str, Any], ...] = (
+DEFAULT_SERVERS: tuple[JSONObject, ...] = (
     {"name": "workspace", "type": "builtin"},
     {"name": "content_store", "type": "builtin"},
 )
@@ -151,7 +152,7 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
     problems: list[ConfigProblem] = []
     warnings: list[ConfigProblem] = []
     servers: dict[str, ServerConfig] = {}
-    sections: dict[str, dict[str, Any]] = {"settings": {}, "security": {}, "llm": {}}
+    sections: dict[str, JSONObject] = {"settings": {}, "security": {}, "llm": {}}
     secrets: set[str] = set()
     for doc in documents:
         problems.extend(doc.problems)
@@ -247,7 +248,7 @@ def _beside(source: str, spec: str) -> str:
     return str(Path(source).resolve().parent / spec)
 
 
-def _validate_server(data: dict[str, Any], unresolved_fields: set[str]) -> ServerConfig:
+def _validate_server(data: JSONObject, unresolved_fields: set[str]) -> ServerConfig:
     """Validate one entry; an unresolved ``url`` is checked as a placeholder of the right scheme."""
     url = data.get("url")
     schemes: tuple[str, ...] = getattr(_MODELS.get(str(data.get("type"))), "schemes", ())
@@ -315,7 +316,7 @@ def _expand_api_key(
 
 def _section(
     doc: Document, key: str, origin: tuple[PathPart, ...], value: Any, problems: list[ConfigProblem]
-) -> dict[str, Any] | None:
+) -> JSONObject | None:
     if value is None:
         return {}
     model = _SECTION_MODELS[key]

@@ -19,12 +19,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedBase
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from mcpmux.config.bounds import MAX_CONFIG_BYTES, MAX_DEPTH, check_tree
+from mcpmux.config.bounds import MAX_CONFIG_BYTES, MAX_DEPTH, PathPart, check_tree, format_path
 from mcpmux.errors import ConfigError, ConfigProblem
 
 __all__ = ["PathPart", "format_path", "line_of", "load_yaml", "read_data", "read_text"]
-
-PathPart = str | int
 
 
 def read_data(path: Path) -> Any:
@@ -150,21 +148,6 @@ def _check_flow_depth(text: str, source: str) -> None:
                 raise ConfigError(ConfigProblem(source, "", reason, text.count("\n", 0, start) + 1))
         elif token in ("]", "}"):
             depth = max(depth - 1, 0)
-
-
-def format_path(parts: Sequence[PathPart]) -> str:
-    """``("mcp", "servers", 2, "url")`` -> ``mcp.servers[2].url``."""
-    out = ""
-    for part in parts:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out += f"[{part}]"
-        elif not isinstance(part, str):
-            out += f"[{json.dumps(str(part))}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", part):
-            out += f".{part}" if out else part
-        else:
-            out += f"[{json.dumps(part)}]"
-    return out
 
 
 def line_of(data: Any, parts: Sequence[PathPart]) -> tuple[int | None, int | None]:

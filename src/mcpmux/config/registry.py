@@ -10,20 +10,18 @@ never copied into the configuration.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from mcpmux.config.formats import Document
+from mcpmux.config.document import Document, RawServer
+from mcpmux.json_shapes import JSONObject
 
 __all__ = ["registry_server"]
 
 _RUNNERS = {"npm": "npx", "pypi": "uvx", "oci": "docker"}
 
 
-def registry_server(manifest: dict[str, Any], doc: Document) -> None:
+def registry_server(manifest: JSONObject, doc: Document) -> None:
     """Add the server that ``manifest`` describes to ``doc`` (or a problem saying why not)."""
-    from mcpmux.config.formats import RawServer
-
     raw_name = manifest.get("name") or "server"
     if not isinstance(raw_name, str):
         doc.problem(("name",), f"expected text, found {type(raw_name).__name__}")
@@ -44,7 +42,7 @@ def registry_server(manifest: dict[str, Any], doc: Document) -> None:
         doc.problem((), "the manifest has no stdio package (npm, pypi, oci) and no remote with a url")
 
 
-def _listed(doc: Document, manifest: dict[str, Any], key: str) -> list[dict[str, Any]]:
+def _listed(doc: Document, manifest: JSONObject, key: str) -> list[JSONObject]:
     """The mappings listed under ``key`` (a problem if ``key`` holds something else than a list)."""
     items = manifest.get(key)
     if items is None:
@@ -61,13 +59,13 @@ def _server_name(registry_name: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", last).strip("-_")[:32] or "server"
 
 
-def _transport_type(package: dict[str, Any]) -> str:
+def _transport_type(package: JSONObject) -> str:
     transport = package.get("transport")
     kind = transport.get("type") if isinstance(transport, dict) else transport
     return str(kind or "stdio")
 
 
-def _package_entry(name: str, package: dict[str, Any]) -> dict[str, Any]:
+def _package_entry(name: str, package: JSONObject) -> JSONObject:
     registry_type = str(package["registryType"])
     identifier = str(package.get("identifier") or package.get("name") or "")
     version = str(package.get("version") or "")
@@ -88,7 +86,7 @@ def _package_entry(name: str, package: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "type": "stdio", "command": runner, "args": args, "env": env}
 
 
-def _remote_entry(name: str, remote: dict[str, Any]) -> dict[str, Any]:
+def _remote_entry(name: str, remote: JSONObject) -> JSONObject:
     kind = str(remote.get("type") or "streamable-http")
     headers = {h["name"]: _reference(h) for h in _variables(remote.get("headers"))}
     return {
@@ -99,13 +97,13 @@ def _remote_entry(name: str, remote: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _variables(items: Any) -> list[dict[str, Any]]:
+def _variables(items: Any) -> list[JSONObject]:
     if not isinstance(items, list):
         return []
     return [i for i in items if isinstance(i, dict) and isinstance(i.get("name"), str)]
 
 
-def _reference(variable: dict[str, Any]) -> str:
+def _reference(variable: JSONObject) -> str:
     """A declared variable as a reference: ``${NAME}``, or ``${NAME:-default}`` when optional."""
     if variable.get("value") is not None and not variable.get("isSecret"):
         return str(variable["value"])

@@ -11,69 +11,30 @@ from mcpmux._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from mcpmux.connection._requests import (
-        MAX_PAGES,
+        MAX_PAGES as MAX_PAGES,
     )
     from mcpmux.connection.callbacks import (
-        ClientCallbacks,
-        ElicitationCallback,
-        ListChangedCallback,
-        ListKind,
-        LogCallback,
-        ProgressCallback,
-        ResourceUpdatedCallback,
-        RootsCallback,
-        SamplingCallback,
+        ClientCallbacks as ClientCallbacks,
+        ElicitationCallback as ElicitationCallback,
+        ListChangedCallback as ListChangedCallback,
+        ListKind as ListKind,
+        LogCallback as LogCallback,
+        ProgressCallback as ProgressCallback,
+        ResourceUpdatedCallback as ResourceUpdatedCallback,
+        RootsCallback as RootsCallback,
+        SamplingCallback as SamplingCallback,
     )
     from mcpmux.connection.connection import (
-        CLIENT_INFO,
-        Connection,
-        TransportFactory,
+        CLIENT_INFO as CLIENT_INFO,
+        Connection as Connection,
+        TransportFactory as TransportFactory,
     )
     from mcpmux.connection.info import (
-        ConnectionInfo,
+        ConnectionInfo as ConnectionInfo,
     )
     from mcpmux.connection.results import (
-        ToolResult,
-        raise_for_tool_error,
+        ToolResult as ToolResult,
+        raise_for_tool_error as raise_for_tool_error,
     )
 
-__all__ = [
-    "CLIENT_INFO",
-    "MAX_PAGES",
-    "ClientCallbacks",
-    "Connection",
-    "ConnectionInfo",
-    "ElicitationCallback",
-    "ListChangedCallback",
-    "ListKind",
-    "LogCallback",
-    "ProgressCallback",
-    "ResourceUpdatedCallback",
-    "RootsCallback",
-    "SamplingCallback",
-    "ToolResult",
-    "TransportFactory",
-    "raise_for_tool_error",
-]
-
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "CLIENT_INFO": "mcpmux.connection.connection",
-        "MAX_PAGES": "mcpmux.connection._requests",
-        "ClientCallbacks": "mcpmux.connection.callbacks",
-        "Connection": "mcpmux.connection.connection",
-        "ConnectionInfo": "mcpmux.connection.info",
-        "ElicitationCallback": "mcpmux.connection.callbacks",
-        "ListChangedCallback": "mcpmux.connection.callbacks",
-        "ListKind": "mcpmux.connection.callbacks",
-        "LogCallback": "mcpmux.connection.callbacks",
-        "ProgressCallback": "mcpmux.connection.callbacks",
-        "ResourceUpdatedCallback": "mcpmux.connection.callbacks",
-        "RootsCallback": "mcpmux.connection.callbacks",
-        "SamplingCallback": "mcpmux.connection.callbacks",
-        "ToolResult": "mcpmux.connection.results",
-        "TransportFactory": "mcpmux.connection.connection",
-        "raise_for_tool_error": "mcpmux.connection.results",
-    },
-)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import anyio
 import mcp_types as types
@@ -24,6 +24,7 @@ from mcpmux.connection._era import is_modern
 from mcpmux.connection._errormap import FOREIGN_ERRORS
 from mcpmux.connection._evidence import Evidence
 from mcpmux.errors import MCPMuxError, MCPTimeoutError, ProtocolError, ServerError
+from mcpmux.json_shapes import JSONObject
 
 __all__ = ["MAX_PAGES", "Requests"]
 
@@ -190,7 +191,7 @@ class Requests:
     async def call_tool(
         self,
         name: str,
-        arguments: dict[str, Any] | None = None,
+        arguments: JSONObject | None = None,
         *,
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
@@ -302,7 +303,7 @@ class Requests:
 
 
 async def _call_tool_modern(
-    session: ClientSession, name: str, arguments: dict[str, Any] | None, on_progress: ProgressFnT | None
+    session: ClientSession, name: str, arguments: JSONObject | None, on_progress: ProgressFnT | None
 ) -> types.CallToolResult:
     async def attempt(
         r: types.InputResponses | None, s: str | None

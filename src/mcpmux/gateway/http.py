@@ -142,7 +142,7 @@ def _healthz(gateway: Gateway) -> Any:
         if request.scope.get(ANONYMOUS):
             # Tokens are required and none was given: say whether we are up, not what runs here.
             return PlainTextResponse("ok" if ok else "draining", status_code=status)
-        states = {s.name: s.state.value for s in gateway.manager.status()}
+        states = {s.name: s.state.value for s in gateway.guard.status()}
         return JSONResponse({"ok": ok, "servers": states}, status_code=status)
 
     return healthz
@@ -150,7 +150,7 @@ def _healthz(gateway: Gateway) -> Any:
 
 def _metrics(gateway: Gateway) -> Any:
     async def metrics(request: Request) -> Response:
-        body = gateway.metrics.render(gateway.manager.status())
+        body = gateway.metrics.render(gateway.guard.status())
         return PlainTextResponse(body, headers={"Content-Type": CONTENT_TYPE})
 
     return metrics

@@ -33,9 +33,9 @@ from mcpmux.gateway.http import HttpOptions, serve_http
 from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopback
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
-from mcpmux.manager import Manager
+from mcpmux.host import Host
 from mcpmux.naming import DEFAULT_SEPARATOR
-from mcpmux.policy import Guard, StateStore
+from mcpmux.policy import StateStore
 from mcpmux.transports.tcp import serve_tcp
 from mcpmux.transports.websocket import Admit, Handshake, serve_websocket
 
@@ -132,10 +132,12 @@ async def _serve(
     config: Config, options: ServeOptions, store: StateStore | None, announce: Callable[[str], None]
 ) -> None:
     downstream = Downstream()
-    manager = Manager(config, callbacks=downstream.client_callbacks(), wait=not options.stdio)
-    async with manager, anyio.create_task_group() as tg:
-        guard = Guard(manager, face="gateway", store=store, approver=downstream.relay.approve)
-        gateway = Gateway(guard, downstream=downstream, separator=options.separator)
+    host = Host(
+        config, face="gateway", store=store, approver=downstream.relay.approve,
+        callbacks=downstream.client_callbacks(), wait=not options.stdio,
+    )  # fmt: skip
+    async with host, anyio.create_task_group() as tg:
+        gateway = Gateway(host, downstream=downstream, separator=options.separator)
         stop = anyio.Event()
         # Subscribed before the first attempts end, so no upstream arriving later goes unannounced.
         await tg.start(gateway.run)
@@ -143,27 +145,23 @@ async def _serve(
         if options.stdio:
             attempted = anyio.Event()
             gateway.starting(attempted)
-            tg.start_soon(_warn_failed, manager, announce, attempted)
+            tg.start_soon(_warn_failed, host, announce, attempted)
         else:
-            _report_failed(manager, announce)
+            _report_failed(host, announce)
         await _serve_faces(gateway, options, stop, announce)
         tg.cancel_scope.cancel()
 
 
-def _report_failed(manager: Manager, announce: Callable[[str], None]) -> None:
-    for status in manager.status():
+def _report_failed(host: Host, announce: Callable[[str], None]) -> None:
+    for status in host.status():
         if status.state.value in ("failed", "needs-auth"):
             announce(f"warning: server {status.name!r} {status.state.value}: {status.reason}")
 
 
-async def _warn_failed(manager: Manager, announce: Callable[[str], None], attempted: anyio.Event) -> None:
-    async with anyio.create_task_group() as tg:
-        for name in manager.servers:
-            supervisor = manager.supervisor(name)
-            if supervisor.wanted:
-                tg.start_soon(supervisor.wait_attempt)
+async def _warn_failed(host: Host, announce: Callable[[str], None], attempted: anyio.Event) -> None:
+    await host.wait_started()
     attempted.set()
-    _report_failed(manager, announce)
+    _report_failed(host, announce)
 
 
 def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -18,12 +18,14 @@ from typing import Any
 
 from opentelemetry.trace import INVALID_SPAN, ProxyTracerProvider, Span, get_tracer_provider
 
+from mcpmux.json_shapes import JSONObject
+
 __all__ = ["loop_options", "quiet_sdk_tracing"]
 
 logger = logging.getLogger(__name__)
 
 
-def loop_options() -> dict[str, Any]:
+def loop_options() -> JSONObject:
     """anyio's backend options: uvloop where it is installed (not on Windows), else asyncio's own loop."""
     if importlib.util.find_spec("uvloop") is None:
         return {}
@@ -35,7 +37,7 @@ def _no_span(*args: Any, **kwargs: Any) -> Iterator[Span]:
     yield INVALID_SPAN
 
 
-def _no_trace_context(meta: dict[str, Any]) -> None:
+def _no_trace_context(meta: JSONObject) -> None:
     return None
 
 

@@ -3,8 +3,8 @@
 ::
 
     downstream = Downstream()
-    async with Manager(config, callbacks=downstream.client_callbacks()) as manager:
-        gateway = Gateway(Guard(manager, face="gateway"), downstream=downstream)
+    async with Host(config, face="gateway", callbacks=downstream.client_callbacks()) as host:
+        gateway = Gateway(host, downstream=downstream)
         async with anyio.create_task_group() as tg:
             await tg.start(gateway.run)             # follows upstream list changes
             await gateway.server.run(read, write, gateway.server.create_initialization_options())
@@ -14,7 +14,8 @@ A gateway may be served before its upstreams have connected (``mcpmux serve`` ov
 attempts (:meth:`Gateway.starting`), so a client that lists right after ``initialize`` sees what
 connects quickly, and ``list_changed`` announces the rest.
 
-Every request goes through the guard (policy, approval, audit with the caller's identity);
+Every request goes through the guard (policy, approval, audit with the caller's identity): the
+gateway never holds an upstream connection;
 ``Gateway.run`` must be running while clients are served, or the lists go stale, and it owns the
 calls of stateless-era clients that wait between rounds for an answer (:mod:`.stateless`).
 """
@@ -51,6 +52,7 @@ from mcpmux.gateway.metrics import Metrics
 from mcpmux.gateway.relay import RELAY_TIMEOUT_S, UNVERIFIED, Asker, LiveCall
 from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
 from mcpmux.gateway.surface import Surface, build_surface
+from mcpmux.manager import ToolInfo
 from mcpmux.manager.events import ListChanged, StateChanged
 from mcpmux.naming import DEFAULT_SEPARATOR
 from mcpmux.policy import Guard
@@ -77,7 +79,7 @@ class Gateway:
     """Every upstream behind ``guard``, served as one MCP server.
 
     Args:
-        guard: the guard over a started manager (its ``face`` should be ``gateway``).
+        guard: the started host (or its :meth:`~Guard.with_face` view) with ``face`` ``gateway``.
         downstream: the downstream registry whose callbacks the manager was built with.
         separator: joins namespace and name in downstream tool and prompt names.
         metrics: where call counts and latencies go.
@@ -93,9 +95,9 @@ class Gateway:
         metrics: Metrics | None = None,
         name: str = "mcpmux",
     ) -> None:
-        self.guard, self.manager = guard, guard.manager
+        self.guard = guard
         self.downstream = downstream if downstream is not None else Downstream()
-        self.downstream.relay.approvers = guard.manager.config.security.gateway_approvers
+        self.downstream.relay.approvers = guard.config.security.gateway_approvers
         self.separator = separator
         self.metrics = metrics if metrics is not None else Metrics()
         self._surface: Surface | None = None
@@ -152,7 +154,7 @@ class Gateway:
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow the manager's events: rebuild the surface and tell clients what changed."""
         unwatch, unwatched = anyio.create_memory_object_stream[tuple[str, str]](UNWATCH_QUEUE)
-        async with self.manager.subscribe() as events, unwatch, unwatched, anyio.create_task_group() as tg:
+        async with self.guard.events() as events, unwatch, unwatched, anyio.create_task_group() as tg:
             self._unwatch_queue, self._tasks = unwatch, tg
             tg.start_soon(self._drop_unwatched, unwatched)
             task_status.started()
@@ -218,18 +220,7 @@ class Gateway:
                 prompts=types.PromptsCapability(), resources=types.ResourcesCapability(),
                 completions=types.CompletionsCapability(), logging=types.LoggingCapability(),
             )  # fmt: skip
-        merged: dict[str, Any] = {}
-        for name in self.manager.servers:
-            connection = self.manager.supervisor(name).connection
-            if connection is not None and connection.is_connected:
-                caps = connection.info.capabilities.model_dump(exclude_none=True)
-                for key, value in caps.items():
-                    merged[key] = _merge(merged.get(key), value)
-        if self.manager.prompts():
-            merged.setdefault("prompts", {})
-        if self.manager.resources():
-            merged.setdefault("resources", {})
-        return types.ServerCapabilities.model_validate(merged)
+        return self.guard.capabilities()
 
     async def _initialized(self, ctx: Ctx, params: types.NotificationParams) -> None:
         self.downstream.remember(ctx.session)
@@ -248,12 +239,11 @@ class Gateway:
             raise MCPError(types.INTERNAL_ERROR, "the gateway is shutting down")
         if self._starting is not None:
             await self._settled()
-        canonical = _lookup(self.surface.tool, params.name, types.INVALID_PARAMS)
-        tool = _lookup(self.manager.resolve_tool, canonical, types.INVALID_PARAMS)
+        tool = _lookup(self.surface.tool, params.name, types.INVALID_PARAMS)
         started, outcome = time.perf_counter(), "error"
         self._in_flight += 1
         try:
-            result = await self._call(ctx, params, canonical, tool.server)
+            result = await self._call(ctx, params, tool)
             if isinstance(result, types.InputRequiredResult):
                 outcome = "input_required"
             else:
@@ -271,7 +261,7 @@ class Gateway:
             self.metrics.observe_call(tool.server, tool.tool, outcome, time.perf_counter() - started)
 
     async def _call(
-        self, ctx: Ctx, params: types.CallToolRequestParams, canonical: str, server: str
+        self, ctx: Ctx, params: types.CallToolRequestParams, tool: ToolInfo
     ) -> types.CallToolResult | types.InputRequiredResult:
         """One call of a handshake-era client, or one round of a stateless-era one (see :mod:`.stateless`)."""
         caller, answerer = caller_of(ctx), approver_of(ctx, self.downstream.relay.approvers)
@@ -283,18 +273,18 @@ class Gateway:
         if self._tasks is not None and _can_be_asked(ctx):
             parked = ParkedCall(ctx, caller)
             self._parked.add(parked)
-            guarded = partial(self._guarded, parked, server, canonical, params.arguments, answerer)
+            guarded = partial(self._guarded, parked, tool, params.arguments, answerer)
             self._tasks.start_soon(parked.run, guarded)
             return await self._collect(parked, ctx, None)
-        return await self._guarded(LiveCall(ctx), server, canonical, params.arguments, answerer)
+        return await self._guarded(LiveCall(ctx), tool, params.arguments, answerer)
 
     async def _guarded(
-        self, call: Asker, server: str, canonical: str, arguments: dict[str, Any] | None, answerer: str | None
+        self, call: Asker, tool: ToolInfo, arguments: dict[str, Any] | None, answerer: str | None
     ) -> types.CallToolResult:
         # Who may approve is decided here, in the request's own context (the channel it came on).
-        with self.downstream.relay.calling(server, call, answerer):
+        with self.downstream.relay.calling(tool.server, call, answerer):
             return await self.guard.call_tool(
-                canonical, arguments, caller=caller_of(call.ctx), answered_by=answerer or UNVERIFIED,
+                tool, arguments, caller=caller_of(call.ctx), answered_by=answerer or UNVERIFIED,
                 on_progress=call.report_progress,
             )  # fmt: skip
 
@@ -320,9 +310,9 @@ class Gateway:
         return types.ListPromptsResult(prompts=self.surface.prompts)
 
     async def _get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        canonical = _lookup(self.surface.prompt, params.name, types.INVALID_PARAMS)
+        prompt_info = _lookup(self.surface.prompt, params.name, types.INVALID_PARAMS)
         prompt = self.guard.get_prompt(
-            canonical, params.arguments, caller=caller_of(ctx), answered_by=self._answerer(ctx)
+            prompt_info, params.arguments, caller=caller_of(ctx), answered_by=self._answerer(ctx)
         )
         return await _upstream(prompt)
 
@@ -350,8 +340,7 @@ class Gateway:
         server, uri = _find_resource(self.surface, ctx, params.uri)
         if self.downstream.subscribe(ctx.session, params.uri):
             try:
-                connection = await self.manager.supervisor(server).connection_for_call()
-                await _upstream(connection.subscribe_resource(uri))
+                await _upstream(self.guard.subscribe_resource(server, uri, caller=caller_of(ctx)))
             except BaseException:
                 self.downstream.unsubscribe(ctx.session, params.uri)
                 raise
@@ -368,11 +357,8 @@ class Gateway:
 
         The client's own subscription is gone either way, so a failure here is only logged.
         """
-        connection = self.manager.supervisor(server).connection
-        if connection is None or not connection.is_connected:
-            return
         try:
-            await connection.unsubscribe_resource(uri)
+            await self.guard.unsubscribe_resource(server, uri)
         except MCPMuxError as exc:
             logger.info("could not unsubscribe from %s on %s: %s", uri, server, exc)
 
@@ -387,23 +373,18 @@ class Gateway:
 
     async def _complete(self, ctx: Ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
         ref = params.ref
-        upstream_ref: types.PromptReference | types.ResourceTemplateReference
+        server: str | None = None
         if isinstance(ref, types.PromptReference):
-            prompt = self.manager.registry.resolve_prompt(_lookup(self.surface.prompt, ref.name, types.INVALID_PARAMS))
-            server, upstream_ref = prompt.server, ref.model_copy(update={"name": prompt.prompt})
+            prompt = _lookup(self.surface.prompt, ref.name, types.INVALID_PARAMS)
+            ref = ref.model_copy(update={"name": prompt.name})
         else:
             server = _lookup(self.surface.template_server, ref.uri, types.INVALID_PARAMS)
-            upstream_ref = ref
-        connection = await self.manager.supervisor(server).connection_for_call()
         context = params.context.arguments if params.context is not None else None
         argument = {"name": params.argument.name, "value": params.argument.value}
-        return await _upstream(connection.complete(upstream_ref, argument, context))
+        return await _upstream(self.guard.complete(ref, argument, context, server=server, caller=caller_of(ctx)))
 
     async def _set_logging_level(self, ctx: Ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        for name in self.manager.servers:
-            connection = self.manager.supervisor(name).connection
-            if connection is not None and connection.is_connected and connection.info.capabilities.logging:
-                await _upstream(connection.set_logging_level(params.level))
+        await _upstream(self.guard.set_logging_level(params.level, caller=caller_of(ctx)))
         return types.EmptyResult()
 
 
@@ -454,14 +435,6 @@ class _GatewayServer(Server[Any]):
                 "logging": served.logging if has.logging is not None else None,
             }
         )
-
-
-def _merge(old: Any, new: Any) -> Any:
-    if isinstance(old, dict) and isinstance(new, dict):
-        return {k: _merge(old.get(k), new.get(k)) for k in old.keys() | new.keys()}
-    if isinstance(old, bool) or isinstance(new, bool):
-        return bool(old) or bool(new)
-    return new if old is None else old
 
 
 def _can_be_asked(ctx: Ctx) -> bool:

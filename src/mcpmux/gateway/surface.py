@@ -40,16 +40,18 @@ class Surface:
     prompt_names: NameTable
     resources: list[types.Resource]
     templates: list[types.ResourceTemplate]
+    _tools: dict[str, ToolInfo] = field(default_factory=dict)
+    _prompts: dict[str, PromptInfo] = field(default_factory=dict)
     _uris: dict[str, tuple[str, str]] = field(default_factory=dict)
     _template_servers: dict[str, str] = field(default_factory=dict)
 
-    def tool(self, name: str) -> str:
-        """The canonical name of the downstream tool ``name`` (raises :class:`ToolNotFound`)."""
-        return self.tool_names.to_canonical(name)
+    def tool(self, name: str) -> ToolInfo:
+        """The tool behind the downstream name ``name``, resolved once here (raises :class:`ToolNotFound`)."""
+        return self._tools[self.tool_names.to_canonical(name)]
 
-    def prompt(self, name: str) -> str:
-        """The canonical name of the downstream prompt ``name`` (raises :class:`ToolNotFound`)."""
-        return self.prompt_names.to_canonical(name)
+    def prompt(self, name: str) -> PromptInfo:
+        """The prompt behind the downstream name ``name`` (raises :class:`ToolNotFound`)."""
+        return self._prompts[self.prompt_names.to_canonical(name)]
 
     def resource(self, uri: str) -> tuple[str, str]:
         """The ``(server, upstream URI)`` behind the downstream ``uri``.
@@ -103,22 +105,15 @@ def build_surface(guard: Guard, separator: str = DEFAULT_SEPARATOR) -> Surface:
         prompt_names=prompt_names,
         resources=resources,
         templates=[_template(t) for t in templates],
+        _tools={t.name: t for t in tools},
+        _prompts={p.name: p for p in prompts},
         _uris=uris,
         _template_servers={t.uri: t.server for t in templates},
     )
 
 
 def _tool(info: ToolInfo, name: str) -> types.Tool:
-    if info.definition is not None:
-        return info.definition.model_copy(update={"name": name})
-    return types.Tool(
-        name=name,
-        title=info.title,
-        description=info.description or None,
-        input_schema=info.input_schema,
-        output_schema=info.output_schema,
-        annotations=types.ToolAnnotations.model_validate(info.annotations) if info.annotations else None,
-    )
+    return info.definition.model_copy(update={"name": name})
 
 
 def _prompt(info: PromptInfo, name: str) -> types.Prompt:

@@ -11,68 +11,31 @@ from mcpmux._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from mcpmux.manager.compat import (
-        MCPClient,
-        MCPManager,
+        MCPClient as MCPClient,
+        MCPManager as MCPManager,
     )
     from mcpmux.manager.events import (
-        Event,
-        ListChanged,
-        StateChanged,
+        Event as Event,
+        ListChanged as ListChanged,
+        StateChanged as StateChanged,
     )
     from mcpmux.manager.manager import (
-        Manager,
+        Manager as Manager,
     )
     from mcpmux.manager.models import (
-        PromptInfo,
-        ResourceInfo,
-        ServerState,
-        ServerStatus,
-        ToolInfo,
-        Transition,
+        PromptInfo as PromptInfo,
+        ResourceInfo as ResourceInfo,
+        ServerState as ServerState,
+        ServerStatus as ServerStatus,
+        ToolInfo as ToolInfo,
+        Transition as Transition,
     )
     from mcpmux.manager.registry import (
-        Registry,
-        ServerCatalog,
+        Registry as Registry,
+        ServerCatalog as ServerCatalog,
     )
     from mcpmux.manager.supervisor import (
-        Supervisor,
+        Supervisor as Supervisor,
     )
 
-__all__ = [
-    "Event",
-    "ListChanged",
-    "MCPClient",
-    "MCPManager",
-    "Manager",
-    "PromptInfo",
-    "Registry",
-    "ResourceInfo",
-    "ServerCatalog",
-    "ServerState",
-    "ServerStatus",
-    "StateChanged",
-    "Supervisor",
-    "ToolInfo",
-    "Transition",
-]
-
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "Event": "mcpmux.manager.events",
-        "ListChanged": "mcpmux.manager.events",
-        "MCPClient": "mcpmux.manager.compat",
-        "MCPManager": "mcpmux.manager.compat",
-        "Manager": "mcpmux.manager.manager",
-        "PromptInfo": "mcpmux.manager.models",
-        "Registry": "mcpmux.manager.registry",
-        "ResourceInfo": "mcpmux.manager.models",
-        "ServerCatalog": "mcpmux.manager.registry",
-        "ServerState": "mcpmux.manager.models",
-        "ServerStatus": "mcpmux.manager.models",
-        "StateChanged": "mcpmux.manager.events",
-        "Supervisor": "mcpmux.manager.supervisor",
-        "ToolInfo": "mcpmux.manager.models",
-        "Transition": "mcpmux.manager.models",
-    },
-)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

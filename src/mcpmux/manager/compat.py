@@ -8,12 +8,12 @@ dict-shaped tool listings; ``MCPClient`` is one :class:`Connection`. ``start``/`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import mcp_types as types
 
 from mcpmux.config.models import Config, ServerConfig, Settings
 from mcpmux.connection import Connection
+from mcpmux.json_shapes import JSONObject
 from mcpmux.manager.manager import Manager
 
 __all__ = ["MCPClient", "MCPManager"]
@@ -33,14 +33,14 @@ class MCPManager:
         """Disconnect every server and stop every child process."""
         await self.manager.stop()
 
-    def get_all_tools(self) -> list[dict[str, Any]]:
+    def get_all_tools(self) -> list[JSONObject]:
         """Every tool as ``{"name": "server:tool", "server", "description", "input_schema"}``."""
         return [
             {"name": t.name, "server": t.server, "description": t.description, "input_schema": t.input_schema}
             for t in self.manager.tools()
         ]
 
-    async def call_tool(self, namespaced_name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+    async def call_tool(self, namespaced_name: str, arguments: JSONObject | None = None) -> types.CallToolResult:
         """Call ``server:tool``; see :meth:`Manager.call_tool`."""
         return await self.manager.call_tool(namespaced_name, arguments)
 
@@ -63,7 +63,7 @@ class MCPClient:
         """Every tool of the server (all pages)."""
         return await self.connection.list_tools()
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+    async def call_tool(self, name: str, arguments: JSONObject | None = None) -> types.CallToolResult:
         """Call ``name`` with ``arguments``; a result with ``isError`` is returned, not raised."""
         return await self.connection.call_tool(name, arguments)
 

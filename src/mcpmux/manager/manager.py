@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.config.models import Config, ServerConfig, Settings
@@ -36,6 +37,7 @@ from mcpmux.errors import (
     SessionExpired,
     ToolNotFound,
 )
+from mcpmux.json_shapes import JSONObject
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
 from mcpmux.manager.events import Event, EventHub
 from mcpmux.manager.models import PromptInfo, ResourceInfo, ServerState, ServerStatus, ToolInfo
@@ -45,7 +47,7 @@ from mcpmux.manager.supervisor import ConnectionFactory, Supervisor
 if TYPE_CHECKING:
     from mcp.shared.dispatcher import ProgressFnT
 
-    from mcpmux.connection import Connection
+    from mcpmux.connection import Connection, ConnectionInfo
 
 __all__ = ["DEFAULT_CONNECT_CONCURRENCY", "Manager"]
 
@@ -266,23 +268,39 @@ class Manager:
 
     async def call_tool(
         self,
-        name: str,
-        arguments: dict[str, Any] | None = None,
+        name: str | ToolInfo,
+        arguments: JSONObject | None = None,
         *,
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Call the tool with canonical ``name`` on its server (starting the server if needed).
 
-        A result with ``isError`` is returned, not raised.
+        A result with ``isError`` is returned, not raised. No policy applies here: this is the
+        unguarded path (see :class:`mcpmux.Host` for the one with allow/deny, approval and audit).
 
         Raises:
             ToolNotFound: no such tool (the closest names are suggested).
             ServerUnavailable: the server is disabled or its circuit is open.
             MCPTimeoutError, TransportError, ServerError: as :meth:`Connection.call_tool`.
         """
-        tool = self.resolve_tool(name)
-        supervisor = self._supervisors[tool.server]
+        tool = self.fresh(name) if isinstance(name, ToolInfo) else self.resolve_tool(name)
+        return await self.call_resolved(tool, arguments, timeout=timeout, on_progress=on_progress)
+
+    async def call_resolved(
+        self,
+        tool: ToolInfo,
+        arguments: JSONObject | None = None,
+        *,
+        timeout: float | None = None,
+        on_progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
+        """Call ``tool`` (from :meth:`resolve_tool` or :meth:`tools`) without resolving its name again.
+
+        The synthetic ``server:read_resource`` and ``server:get_prompt`` are answered here, their
+        results given as tool results (the one adapter between the two shapes).
+        """
+        supervisor = self.supervisor(tool.server)
         arguments = arguments or {}
 
         async def send(connection: Connection) -> types.CallToolResult:
@@ -296,6 +314,14 @@ class Manager:
             return await connection.call_tool(tool.tool, arguments, timeout=timeout, on_progress=on_progress)
 
         return await _on_live_session(supervisor, send)
+
+    def fresh(self, tool: ToolInfo) -> ToolInfo:
+        """``tool`` if it is still the index's entry for its name, else the entry now (looked up again).
+
+        A face resolves a name once and hands the :class:`ToolInfo` down; if the server re-listed
+        in between, the policy must judge the definition the server has now, not the one listed.
+        """
+        return tool if self.registry.current(tool) else self.resolve_tool(tool.name)
 
     def resolve_tool(self, name: str) -> ToolInfo:
         """The tool with canonical ``name``.
@@ -327,14 +353,107 @@ class Manager:
         return await _on_live_session(supervisor, lambda connection: connection.read_resource(uri, timeout=timeout))
 
     async def get_prompt(
-        self, name: str, arguments: dict[str, str] | None = None, *, timeout: float | None = None
+        self, name: str | PromptInfo, arguments: dict[str, str] | None = None, *, timeout: float | None = None
     ) -> types.GetPromptResult:
-        """Render the prompt with canonical ``name``."""
-        prompt = self.registry.resolve_prompt(name)
-        supervisor = self._supervisors[prompt.server]
+        """Render the prompt with canonical ``name`` (or the :class:`PromptInfo` already resolved)."""
+        prompt = self.registry.resolve_prompt(name) if isinstance(name, str) else name
+        supervisor = self.supervisor(prompt.server)
         return await _on_live_session(
             supervisor, lambda connection: connection.get_prompt(prompt.prompt, arguments, timeout=timeout)
         )
+
+    def resolve_prompt(self, name: str) -> PromptInfo:
+        """The prompt with canonical ``name`` (raises :class:`ToolNotFound` with the closest names)."""
+        return self.registry.resolve_prompt(name)
+
+    async def complete(
+        self,
+        server: str,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> types.CompleteResult:
+        """Completions of one argument of a prompt or resource template of ``server``.
+
+        ``ref`` names the prompt as the server knows it (not the canonical name).
+        """
+        return await _on_live_session(
+            self.supervisor(server), lambda connection: connection.complete(ref, argument, context, timeout=timeout)
+        )
+
+    async def subscribe_resource(self, server: str, uri: str, *, timeout: float | None = None) -> None:
+        """Ask ``server`` for update notifications about ``uri`` (connecting it if needed)."""
+        await _on_live_session(
+            self.supervisor(server), lambda connection: connection.subscribe_resource(uri, timeout=timeout)
+        )
+
+    async def unsubscribe_resource(self, server: str, uri: str, *, timeout: float | None = None) -> bool:
+        """Drop a subscription to ``uri`` if ``server`` is connected (a closed session has none); say if sent."""
+        connection = self.supervisor(server).connection
+        if connection is None or not connection.is_connected:
+            return False
+        await connection.unsubscribe_resource(uri, timeout=timeout)
+        return True
+
+    async def set_logging_level(self, server: str, level: types.LoggingLevel, *, timeout: float | None = None) -> bool:
+        """Set ``server``'s log level if it is connected, logs, and speaks an era that has the request; say if sent.
+
+        The 2026-07-28 protocol has no ``logging/setLevel``: such a server is left as it is.
+        """
+        connection = self.supervisor(server).connection
+        if connection is None or not connection.is_connected or not connection.info.capabilities.logging:
+            return False
+        if connection.info.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return False
+        await connection.set_logging_level(level, timeout=timeout)
+        return True
+
+    # -- what the servers said about themselves --------------------------------------------------
+
+    def server_info(self, name: str) -> ConnectionInfo | None:
+        """What ``name`` said when it connected (capabilities, instructions...), while it is connected."""
+        connection = self.supervisor(name).connection
+        return connection.info if connection is not None and connection.is_connected else None
+
+    def stderr_tail(self, name: str) -> str | None:
+        """The last lines ``name`` wrote to stderr (stdio servers), while its connection is open."""
+        connection = self.supervisor(name).connection
+        return connection.stderr_tail() if connection is not None else None
+
+    def last_error(self, name: str) -> MCPMuxError | None:
+        """The error of ``name``'s last failed attempt, if any (with its hint)."""
+        return self.supervisor(name).last_error
+
+    def capabilities(self, servers: Iterable[str] | None = None) -> types.ServerCapabilities:
+        """The union of the capabilities of the connected servers (of ``servers`` if given).
+
+        Prompts and resources count as offered when the index holds any (from the catalog too).
+        """
+        names = list(self._supervisors) if servers is None else list(servers)
+        merged: JSONObject = {}
+        for name in names:
+            info = self.server_info(name)
+            if info is not None:
+                for key, value in info.capabilities.model_dump(exclude_none=True).items():
+                    merged[key] = _merge_capability(merged.get(key), value)
+        if any(self.registry.prompts(name) for name in names):
+            merged.setdefault("prompts", {})
+        if any(self.registry.resources(name) for name in names):
+            merged.setdefault("resources", {})
+        return types.ServerCapabilities.model_validate(merged)
+
+    def pending(self) -> list[str]:
+        """The servers asked to start whose first connect attempt has not ended yet."""
+        return [s.name for s in self._supervisors.values() if s.wanted and s.attempts == 0]
+
+    async def wait_started(self) -> None:
+        """Wait until every server asked to start has connected or failed once (no bound: callers set one)."""
+        async with anyio.create_task_group() as tg:
+            for supervisor in self._supervisors.values():
+                if supervisor.wanted:
+                    tg.start_soon(supervisor.wait_attempt, 0)
 
     # -- management ----------------------------------------------------------------------------
 
@@ -469,6 +588,14 @@ def _status(supervisor: Supervisor, tools: int) -> ServerStatus:
         server_info=f"{peer.name} {peer.version}" if peer is not None else None,
         history=tuple(supervisor.history),
     )
+
+
+def _merge_capability(old: Any, new: Any) -> Any:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {k: _merge_capability(old.get(k), new.get(k)) for k in old.keys() | new.keys()}
+    if isinstance(old, bool) or isinstance(new, bool):
+        return bool(old) or bool(new)
+    return new if old is None else old
 
 
 def _resource_as_tool_result(result: types.ReadResourceResult) -> types.CallToolResult:

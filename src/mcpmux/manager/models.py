@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 import mcp_types as types
+
+from mcpmux.json_shapes import JSONObject, JSONSchema
 
 __all__ = ["PromptInfo", "ResourceInfo", "ServerState", "ServerStatus", "ToolInfo", "Transition"]
 
@@ -32,33 +35,80 @@ class Transition:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ToolInfo:
-    """One tool in the manager's index.
+    """One tool in the manager's index: the server's own definition under its canonical name.
+
+    The definition is kept as the SDK's :class:`mcp_types.Tool`, as received; the other
+    attributes read from it (nothing is copied when a server lists).
 
     Attributes:
         name: the canonical name, ``server:tool`` (or the server's ``prefix`` instead of its name).
         server: the configured server that owns it.
-        tool: the name the server itself uses.
-        description: the server's description (may be empty).
-        input_schema: the JSON schema of the arguments.
-        output_schema: the JSON schema of ``structuredContent``, if declared.
-        annotations: the tool's annotations (``readOnlyHint``, ``destructiveHint``, ...) as JSON.
-        title: a human-readable title, if given.
+        definition: the server's definition as received (``definition.name`` is the server's own name).
         synthetic: made by mcpmux (``server:read_resource``, ``server:get_prompt``), not listed by the server.
-        definition: the server's definition as received.
     """
 
     name: str
     server: str
-    tool: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None = None
-    annotations: dict[str, Any] | None = None
-    title: str | None = None
+    definition: types.Tool
     synthetic: bool = False
-    definition: types.Tool | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def make(
+        cls,
+        *,
+        name: str,
+        server: str,
+        tool: str,
+        description: str = "",
+        input_schema: JSONSchema | None = None,
+        output_schema: JSONSchema | None = None,
+        annotations: JSONObject | None = None,
+        title: str | None = None,
+        synthetic: bool = False,
+    ) -> ToolInfo:
+        """A tool built from its parts (mcpmux's synthetic tools, tests)."""
+        definition = types.Tool(
+            name=tool,
+            title=title,
+            description=description or None,
+            input_schema=input_schema if input_schema is not None else {"type": "object"},
+            output_schema=output_schema,
+            annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
+        )
+        return cls(name, server, definition, synthetic)
+
+    @property
+    def tool(self) -> str:
+        """The name the server itself uses."""
+        return self.definition.name
+
+    @property
+    def description(self) -> str:
+        """The server's description (may be empty)."""
+        return self.definition.description or ""
+
+    @property
+    def title(self) -> str | None:
+        """A human-readable title, if given."""
+        return self.definition.title
+
+    @property
+    def input_schema(self) -> JSONSchema:
+        """The JSON schema of the arguments (the definition's own object: do not modify it)."""
+        return self.definition.input_schema or {"type": "object"}
+
+    @property
+    def output_schema(self) -> JSONSchema | None:
+        """The JSON schema of ``structuredContent``, if declared."""
+        return self.definition.output_schema or None
+
+    @cached_property
+    def annotations(self) -> JSONObject | None:
+        """The tool's annotations (``readOnlyHint``, ``destructiveHint``, ...) as JSON."""
+        found = self.definition.annotations
+        return found.model_dump(mode="json", by_alias=True, exclude_none=True) if found is not None else None
 
 
 @dataclass(frozen=True, slots=True)

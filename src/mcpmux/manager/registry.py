@@ -110,6 +110,10 @@ class Registry:
         """
         return _resolve(self._index.tools, name, "tool")
 
+    def current(self, tool: ToolInfo) -> bool:
+        """Whether ``tool`` is still the index's entry for its name (its server has not re-listed since)."""
+        return self._index.tools.get(tool.name) is tool
+
     def resolve_prompt(self, name: str) -> PromptInfo:
         """The prompt called ``name`` (canonical).
 
@@ -167,20 +171,7 @@ def _claim(
 
 
 def _tool_info(server: str, namespace: str, tool: types.Tool) -> ToolInfo:
-    annotations = (
-        tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if tool.annotations else None
-    )
-    return ToolInfo(
-        name=canonical_name(namespace, tool.name),
-        server=server,
-        tool=tool.name,
-        description=tool.description or "",
-        input_schema=dict(tool.input_schema or {"type": "object"}),
-        output_schema=dict(tool.output_schema) if tool.output_schema else None,
-        annotations=annotations,
-        title=tool.title,
-        definition=tool,
-    )
+    return ToolInfo(canonical_name(namespace, tool.name), server, tool)
 
 
 def _read_resource_tool(server: str, namespace: str, catalog: ServerCatalog) -> ToolInfo:
@@ -198,7 +189,7 @@ def _read_resource_tool(server: str, namespace: str, catalog: ServerCatalog) -> 
         "properties": {"uri": {"type": "string", "description": "The URI of the resource to read."}},
         "required": ["uri"],
     }
-    return ToolInfo(
+    return ToolInfo.make(
         name=canonical_name(namespace, READ_RESOURCE),
         server=server,
         tool=READ_RESOURCE,
@@ -226,7 +217,7 @@ def _get_prompt_tool(server: str, namespace: str, prompts: tuple[types.Prompt, .
         },
         "required": ["name"],
     }
-    return ToolInfo(
+    return ToolInfo.make(
         name=canonical_name(namespace, GET_PROMPT),
         server=server,
         tool=GET_PROMPT,

@@ -9,6 +9,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from mcpmux.json_shapes import JSONObject
 from mcpmux.policy.store import StateStore
 
 __all__ = ["ANY_TOOL", "Answer", "ApprovalRequest", "ApprovalScope", "Approvals", "Approver", "StandingApproval"]
@@ -82,7 +83,7 @@ class StandingApproval:
     tool: str
     granted_at: float
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The row as JSON-ready data (the ``mcpmux approvals list --json`` schema)."""
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 

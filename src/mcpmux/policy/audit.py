@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpmux.config.display import MASK, redact
+from mcpmux.json_shapes import JSONObject
 from mcpmux.policy.store import StateStore
 
 __all__ = ["AuditLog", "AuditRow", "argument_digest", "redact_arguments"]
@@ -62,7 +63,7 @@ class AuditRow:
     error: str | None
     result_bytes: int | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The row as JSON-ready data (the ``mcpmux audit --json`` schema)."""
         return {field: getattr(self, field) for field in self.__dataclass_fields__}
 

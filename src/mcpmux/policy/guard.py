@@ -6,24 +6,30 @@
     guard.tools()                                # only what may be listed: not denied, not quarantined
     await guard.call_tool("fs:write_file", args) # rules -> pin -> approval -> call -> audit row
 
-Faces never call the manager directly; a tool that is denied, quarantined or not approved never
-reaches its server, and every attempt, refused or not, leaves an audit row.
+Faces never call the manager directly (they are built on :class:`mcpmux.Host`, a guard that owns
+its manager and stores). Every verb that reaches a server goes through here: tool calls, resource
+reads and prompts (rules, pins, approval), and completions, subscriptions and log levels (the
+server's allow/deny rules). What is denied, quarantined or not approved never reaches its server,
+and every attempt, refused or not, leaves an audit row.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
 
+from mcpmux.config.models import Config
 from mcpmux.errors import ApprovalDenied, MCPMuxError, ToolDefinitionChanged, ToolDenied, ToolQuarantined
+from mcpmux.json_shapes import JSONObject
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
+from mcpmux.manager.events import Event
 from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
 from mcpmux.policy.audit import AuditLog, argument_digest
 from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
@@ -32,14 +38,24 @@ from mcpmux.policy.scanner import Finding, scan_tool, suspect
 from mcpmux.policy.store import StateStore
 
 if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream
     from mcp.shared.dispatcher import ProgressFnT
+
+    from mcpmux.connection import ConnectionInfo
 
 __all__ = ["Exposure", "Guard", "Suspicion"]
 
 Suspicion = Callable[[ToolInfo, Sequence[ToolInfo]], str | None]
 """Returns why a tool looks poisoned (a high-severity scanner finding), or ``None``."""
 
+_R = TypeVar("_R")
+
 HASH_CACHE_LIMIT = 8192
+READ_RESOURCE, GET_PROMPT = "read_resource", "get_prompt"
+# Requests about a server rather than one of its tools: ruled by the server's allow/deny rules
+# (a server every one of whose tools is denied is denied), never asked about, always audited.
+COMPLETE, SUBSCRIBE, UNSUBSCRIBE = "completion/complete", "resources/subscribe", "resources/unsubscribe"
+SET_LEVEL, RESTART, REFRESH = "logging/setLevel", "mcpmux/restart", "mcpmux/refresh"
 # Names the narrow rule (this one tool), never the switch that turns every approval off.
 NO_APPROVER_HINT = (
     "run the command in a terminal to answer the prompt, or allow this one tool in the configuration: "
@@ -63,7 +79,7 @@ class _InFlight:
     """A call on its way to a server, for the approval questions that server may ask back."""
 
     tool: ToolInfo
-    arguments: dict[str, Any]
+    arguments: JSONObject
     scope: ApprovalScope
     approved: bool
 
@@ -160,22 +176,74 @@ class Guard:
         return len(approved)
 
     def resources(self, server: str | None = None) -> list[ResourceInfo]:
-        """Every resource and template (of ``server`` if given)."""
-        return self.manager.resources(server)
+        """Every resource and template (of ``server`` if given) whose ``server:read_resource`` is not denied."""
+        readable = self._verb_allowed(READ_RESOURCE)
+        return [r for r in self.manager.resources(server) if readable(r.server)]
 
     def prompts(self, server: str | None = None) -> list[PromptInfo]:
-        """Every prompt (of ``server`` if given)."""
-        return self.manager.prompts(server)
+        """Every prompt (of ``server`` if given) whose ``server:get_prompt`` is not denied."""
+        renderable = self._verb_allowed(GET_PROMPT)
+        return [p for p in self.manager.prompts(server) if renderable(p.server)]
+
+    def _verb_allowed(self, verb: str) -> Callable[[str], bool]:
+        """Whether the rules list ``server:verb``, asked once per server."""
+        known: dict[str, bool] = {}
+
+        def allowed(server: str) -> bool:
+            if server not in known:
+                known[server] = self._verb_listing(server, verb).action != "deny"
+            return known[server]
+
+        return allowed
 
     def status(self) -> list[ServerStatus]:
-        """The state of every server."""
+        """The state of every configured server (denied ones included: this is the operator's view)."""
         return self.manager.status()
+
+    @property
+    def config(self) -> Config:
+        """The configuration the host runs."""
+        return self.manager.config
+
+    @property
+    def servers(self) -> list[str]:
+        """The configured server names, in configuration order."""
+        return self.manager.servers
+
+    def capabilities(self) -> types.ServerCapabilities:
+        """The union of the capabilities of the connected servers that are not denied."""
+        return self.manager.capabilities(s for s in self.manager.servers if not self.is_denied(s))
+
+    def server_info(self, server: str) -> ConnectionInfo | None:
+        """What ``server`` said of itself when it connected (``None`` while it is not connected, or denied)."""
+        return None if self.is_denied(server) else self.manager.server_info(server)
+
+    def stderr_tail(self, server: str) -> str | None:
+        """The last lines ``server`` wrote to stderr (stdio servers), while its connection is open."""
+        return self.manager.stderr_tail(server)
+
+    def last_error(self, server: str) -> MCPMuxError | None:
+        """The error of ``server``'s last failed attempt (with its hint), if any."""
+        return self.manager.last_error(server)
+
+    @asynccontextmanager
+    async def events(self) -> AsyncIterator[MemoryObjectReceiveStream[Event]]:
+        """Server state and list changes as they happen."""
+        async with self.manager.subscribe() as stream:
+            yield stream
+
+    def with_face(self, face: str, approver: Approver | None = None) -> Guard:
+        """This guard for another face in the same process: same manager, rules, pins, approvals and audit."""
+        other = Guard.__new__(Guard)
+        other.__dict__.update(self.__dict__)
+        other.face, other.approver = face, approver
+        return other
 
     # -- calls -----------------------------------------------------------------------------------
 
     async def call_tool(
         self,
-        name: str,
+        name: str | ToolInfo,
         arguments: Mapping[str, Any] | None = None,
         *,
         caller: str | None = None,
@@ -185,9 +253,12 @@ class Guard:
     ) -> types.CallToolResult:
         """Call ``name`` if the policy allows it (asking when it says so), and audit the attempt.
 
-        ``caller`` is who calls (for the audit log); ``answered_by`` who answers its approval
-        questions (``caller`` if not given): on faces other than the local ones, "always" answers
-        are remembered for that identity alone (:class:`~mcpmux.policy.approval.ApprovalScope`).
+        ``name`` is a canonical name, or the :class:`ToolInfo` a face resolved already (its name
+        is then not looked up again, unless its server re-listed since: the definition judged is
+        always the one the server has now). ``caller`` is who calls (for the audit log); ``answered_by``
+        who answers its approval questions (``caller`` if not given): on faces other than the
+        local ones, "always" answers are remembered for that identity alone
+        (:class:`~mcpmux.policy.approval.ApprovalScope`).
 
         Raises:
             ToolNotFound: no such tool.
@@ -197,13 +268,12 @@ class Guard:
             MCPMuxError: the call itself failed (see :meth:`Manager.call_tool`).
         """
         args = dict(arguments or {})
-        tool = self.manager.resolve_tool(name)
+        tool = self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)
         decision = await self._decide(tool, args, caller, answered_by)
         scope = ApprovalScope.of(self.face, answered_by or caller)
         with self._calling(_InFlight(tool, args, scope, decision.by_person)):
-            return await self._run(tool, args, caller, decision, self.manager.call_tool(
-                name, args, timeout=timeout, on_progress=on_progress
-            ))  # fmt: skip
+            call = self.manager.call_resolved(tool, args, timeout=timeout, on_progress=on_progress)
+            return await self._run(tool, args, caller, decision, call, _tool_result_size, _is_error)
 
     @contextmanager
     def _calling(self, call: _InFlight) -> Iterator[None]:
@@ -253,7 +323,7 @@ class Guard:
         return Answer.YES if call.approved else Answer.NO
 
     async def _decide(
-        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, answered_by: str | None = None
+        self, tool: ToolInfo, args: JSONObject, caller: str | None, answered_by: str | None = None
     ) -> Decision:
         decision = self.rules.call(tool, args)
         if decision.action == "deny":
@@ -272,7 +342,7 @@ class Guard:
         return decision
 
     async def _ask(
-        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision, scope: ApprovalScope
+        self, tool: ToolInfo, args: JSONObject, caller: str | None, decision: Decision, scope: ApprovalScope
     ) -> Decision:
         if self.approvals.remembered(tool.server, tool.tool, scope):
             return Decision("allow", f"remembered approval of {scope} ({decision.rule})", by_person=True)
@@ -302,59 +372,223 @@ class Guard:
         return Decision("ask", f"{decision.rule}: approved ({answer.value})", by_person=True)
 
     async def _run(
-        self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: Decision, call: Any
-    ) -> types.CallToolResult:
+        self,
+        tool: ToolInfo,
+        args: JSONObject,
+        caller: str | None,
+        decision: Decision,
+        call: Awaitable[_R],
+        size: Callable[[_R], int],
+        is_error: Callable[[_R], bool] = lambda _: False,
+    ) -> _R:
         started = time.monotonic()
         label = "asked" if decision.action == "ask" else "allowed"
 
-        def audit(outcome: str, error: str | None = None, size: int | None = None) -> None:
+        def audit(outcome: str, error: str | None = None, result_bytes: int | None = None) -> None:
             elapsed = (time.monotonic() - started) * 1000
             self.audit.record(
                 face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
                 decision=label, rule=decision.rule, duration_ms=elapsed, outcome=outcome, error=error,
-                result_bytes=size,
+                result_bytes=result_bytes,
             )  # fmt: skip
 
         try:
-            result: types.CallToolResult = await call
+            result = await call
         except anyio.get_cancelled_exc_class():
             audit("cancelled")
             raise
         except MCPMuxError as exc:
             audit("error", str(exc))
             raise
-        audit("tool-error" if result.is_error else "ok", size=len(result.model_dump_json(by_alias=True)))
+        audit("tool-error" if is_error(result) else "ok", result_bytes=size(result))
         return result
 
-    def _refused(self, tool: ToolInfo, args: dict[str, Any], caller: str | None, decision: str, rule: str) -> None:
+    def _refused(self, tool: ToolInfo, args: JSONObject, caller: str | None, decision: str, rule: str) -> None:
         self.audit.record(
             face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
             decision=decision, rule=rule, duration_ms=None, outcome="refused",
         )  # fmt: skip
 
+    # -- resources and prompts -----------------------------------------------------------------
+
     async def read_resource(
-        self, server: str, uri: str, *, caller: str | None = None, answered_by: str | None = None
+        self,
+        server: str,
+        uri: str,
+        *,
+        caller: str | None = None,
+        answered_by: str | None = None,
+        timeout: float | None = None,
     ) -> types.ReadResourceResult:
         """Read ``uri`` from ``server`` under the rules of its ``server:read_resource`` tool, audited."""
-        namespace = self.manager.supervisor(server).config.namespace
-        name = f"{namespace}:read_resource" if namespace else "read_resource"
-        result = await self.call_tool(name, {"uri": uri}, caller=caller, answered_by=answered_by)
-        contents = [b.resource for b in result.content if isinstance(b, types.EmbeddedResource)]
-        return types.ReadResourceResult(contents=contents)
+        tool = self._verb_tool(server, READ_RESOURCE)
+        args: JSONObject = {"uri": uri}
+        decision = await self._decide(tool, args, caller, answered_by)
+        read = self.manager.read_resource(server, uri, timeout=timeout)
+        return await self._run(tool, args, caller, decision, read, _contents_size)
 
     async def get_prompt(
         self,
-        name: str,
+        name: str | PromptInfo,
         arguments: dict[str, str] | None = None,
         *,
         caller: str | None = None,
         answered_by: str | None = None,
+        timeout: float | None = None,
     ) -> types.GetPromptResult:
-        """Render a prompt; prompts are not tools, so only allow/deny of ``server:get_prompt`` applies."""
-        prompt = self.manager.registry.resolve_prompt(name)
-        namespace = self.manager.supervisor(prompt.server).config.namespace
-        synthetic = f"{namespace}:get_prompt" if namespace else "get_prompt"
-        tool = next((t for t in self.manager.tools(prompt.server) if t.name == synthetic), None)
-        if tool is not None:
-            await self._decide(tool, {"name": prompt.prompt, "arguments": arguments or {}}, caller, answered_by)
-        return await self.manager.get_prompt(name, arguments)
+        """Render a prompt under the rules of its server's ``server:get_prompt`` tool, audited."""
+        prompt = self.manager.resolve_prompt(name) if isinstance(name, str) else name
+        tool = self._verb_tool(prompt.server, GET_PROMPT)
+        args: JSONObject = {"name": prompt.prompt, "arguments": arguments or {}}
+        decision = await self._decide(tool, args, caller, answered_by)
+        render = self.manager.get_prompt(prompt, arguments, timeout=timeout)
+        return await self._run(tool, args, caller, decision, render, _prompt_size)
+
+    def resolve_tool(self, name: str) -> ToolInfo:
+        """The tool with canonical ``name``, resolved once at a face's edge (see :meth:`call_tool`)."""
+        return self.manager.resolve_tool(name)
+
+    def resolve_prompt(self, name: str) -> PromptInfo:
+        """The prompt with canonical ``name`` (raises :class:`~mcpmux.errors.ToolNotFound`)."""
+        return self.manager.resolve_prompt(name)
+
+    # -- requests about a server ---------------------------------------------------------------
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None = None,
+        *,
+        server: str | None = None,
+        caller: str | None = None,
+    ) -> types.CompleteResult:
+        """Completions of one argument of a prompt (``ref.name`` canonical) or a template of ``server``.
+
+        Ruled like the prompt (``server:get_prompt``) or the resource reads (``server:read_resource``).
+        """
+        if isinstance(ref, types.PromptReference):
+            prompt = self.manager.resolve_prompt(ref.name)
+            server, verb, ref = prompt.server, GET_PROMPT, ref.model_copy(update={"name": prompt.prompt})
+        elif server is None:
+            raise ValueError("completing a resource template needs the server that lists it")
+        else:
+            verb = READ_RESOURCE
+        args: JSONObject = {"ref": ref.model_dump(mode="json", by_alias=True), "argument": argument}
+        tool, decision = self._server_request(server, COMPLETE, args, caller, ruled_by=verb)
+        completing = self.manager.complete(server, ref, argument, context)
+        return await self._run(tool, args, caller, decision, completing, lambda r: len(r.completion.values))
+
+    async def subscribe_resource(self, server: str, uri: str, *, caller: str | None = None) -> None:
+        """Ask ``server`` for updates of ``uri``, ruled like its resource reads."""
+        args: JSONObject = {"uri": uri}
+        tool, decision = self._server_request(server, SUBSCRIBE, args, caller, ruled_by=READ_RESOURCE)
+        await self._run(tool, args, caller, decision, self.manager.subscribe_resource(server, uri), _no_size)
+
+    async def unsubscribe_resource(self, server: str, uri: str, *, caller: str | None = None) -> bool:
+        """Drop a subscription to ``uri`` on ``server`` if it is connected; say whether one was sent."""
+        args: JSONObject = {"uri": uri}
+        tool, decision = self._server_request(server, UNSUBSCRIBE, args, caller, ruled_by=READ_RESOURCE)
+        return await self._run(tool, args, caller, decision, self.manager.unsubscribe_resource(server, uri), _no_size)
+
+    async def set_logging_level(
+        self, level: types.LoggingLevel, *, server: str | None = None, caller: str | None = None
+    ) -> list[str]:
+        """Set the log level of ``server`` (or of every server that is not denied); return the servers told.
+
+        Only connected servers that log and speak the 2025 era are told (the 2026-07-28 protocol has
+        no ``logging/setLevel``). A named server that is denied is refused.
+        """
+        told: list[str] = []
+        args: JSONObject = {"level": level}
+        for name in [server] if server is not None else self.manager.servers:
+            if server is None and self.is_denied(name):
+                continue
+            tool, decision = self._server_request(name, SET_LEVEL, args, caller)
+            setting = self.manager.set_logging_level(name, level)
+            if await self._run(tool, args, caller, decision, setting, _no_size):
+                told.append(name)
+        return told
+
+    async def restart(self, server: str, *, caller: str | None = None) -> None:
+        """Close and reconnect ``server`` (waits for the new attempt), audited."""
+        tool, decision = self._server_request(server, RESTART, {}, caller)
+        await self._run(tool, {}, caller, decision, self.manager.restart(server), _no_size)
+
+    async def refresh(self, server: str | None = None, *, caller: str | None = None) -> None:
+        """Connect and re-list ``server`` (or every enabled server that is not denied), audited."""
+        names = [server] if server is not None else [s for s in self.manager.servers if not self.is_denied(s)]
+        for name in names:
+            tool, decision = self._server_request(name, REFRESH, {}, caller)
+            await self._run(tool, {}, caller, decision, self.manager.refresh(name), _no_size)
+
+    def _server_request(
+        self, server: str, verb: str, args: JSONObject, caller: str | None, *, ruled_by: str | None = None
+    ) -> tuple[ToolInfo, Decision]:
+        """The audit identity of a request about ``server`` and the rules' word on it (refusals audited)."""
+        tool = self._verb_tool(server, verb)
+        if ruled_by is not None:
+            decision = self._verb_listing(server, ruled_by)
+        elif self.is_denied(server):
+            decision = Decision("deny", f"every tool of {server!r} is denied")
+        else:
+            decision = Decision("allow", "allowed")
+        if decision.action == "deny":
+            self._refused(tool, args, caller, "denied", decision.rule)
+            raise ToolDenied(tool.name, decision.rule)
+        return tool, decision
+
+    def _verb_tool(self, server: str, verb: str) -> ToolInfo:
+        """The index's synthetic tool for ``verb`` on ``server``, or one made for the rules and the audit."""
+        for tool in self.manager.tools(server):
+            if tool.synthetic and tool.tool == verb:
+                return tool
+        namespace = self.manager.config.server(server).namespace
+        name = f"{namespace}:{verb}" if namespace else verb
+        return ToolInfo.make(name=name, server=server, tool=verb, synthetic=True)
+
+    def _verb_listing(self, server: str, verb: str) -> Decision:
+        return self.rules.listing(self._verb_tool(server, verb))
+
+    def is_denied(self, server: str) -> bool:
+        """Whether the rules deny every tool of ``server`` (its synthetic ones too; ``server:*`` when none is known)."""
+        tools = self.manager.tools(server)
+        if not tools:
+            tools = [self._verb_tool(server, "*")]
+        return all(self.rules.listing(t).action == "deny" for t in tools)
+
+
+def _is_error(result: types.CallToolResult) -> bool:
+    return bool(result.is_error)
+
+
+def _no_size(_: object) -> int:
+    return 0
+
+
+def _block_size(block: types.ContentBlock) -> int:
+    """Bytes of a content block's payload, read from its fields (no serialisation)."""
+    if isinstance(block, types.TextContent):
+        return len(block.text)
+    if isinstance(block, types.ImageContent | types.AudioContent):
+        return len(block.data)
+    if isinstance(block, types.EmbeddedResource):
+        return _resource_size(block.resource)
+    return len(block.uri)  # a ResourceLink
+
+
+def _resource_size(contents: types.TextResourceContents | types.BlobResourceContents) -> int:
+    return len(contents.text) if isinstance(contents, types.TextResourceContents) else len(contents.blob)
+
+
+def _tool_result_size(result: types.CallToolResult) -> int:
+    """The payload size of a result: text characters and encoded binary data, as sent (not re-serialised)."""
+    return sum(_block_size(block) for block in result.content)
+
+
+def _contents_size(result: types.ReadResourceResult) -> int:
+    return sum(_resource_size(c) for c in result.contents)
+
+
+def _prompt_size(result: types.GetPromptResult) -> int:
+    return sum(_block_size(m.content) for m in result.messages)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mcpmux.config.models import ServerConfig
+from mcpmux.json_shapes import JSONObject
 from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.store import LEGACY_IDENTITY, StateStore
 
@@ -36,7 +37,7 @@ PinningMode = Literal["off", "tofu", "strict"]
 _PINNED_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 
-def canonical_definition(tool: ToolInfo) -> dict[str, Any]:
+def canonical_definition(tool: ToolInfo) -> JSONObject:
     """The definition a pin covers, in the wire's field names."""
     full = {
         "name": tool.tool,
@@ -49,7 +50,7 @@ def canonical_definition(tool: ToolInfo) -> dict[str, Any]:
     return {k: full[k] for k in _PINNED_FIELDS if full[k] is not None}
 
 
-def _canonical_json(definition: dict[str, Any]) -> str:
+def _canonical_json(definition: JSONObject) -> str:
     return json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -82,11 +83,11 @@ class Pin:
     server: str
     tool: str
     hash: str
-    definition: dict[str, Any]
+    definition: JSONObject
     approved: bool
     pinned_at: float
     pending_hash: str | None
-    pending_definition: dict[str, Any] | None
+    pending_definition: JSONObject | None
     pending_reason: str | None
 
     @property
@@ -214,9 +215,7 @@ class PinBook:
                 )
             return [_pin(r) for r in rows.fetchall()]
 
-    def _insert(
-        self, tool: ToolInfo, digest: str, definition: dict[str, Any], approved: bool, reason: str | None
-    ) -> Pin:
+    def _insert(self, tool: ToolInfo, digest: str, definition: JSONObject, approved: bool, reason: str | None) -> Pin:
         identity = self.identity(tool.server)
         definition_json = _canonical_json(definition)
         row = (identity, tool.server, tool.tool, digest, definition_json, int(approved), time.time(), reason)
@@ -230,7 +229,7 @@ class PinBook:
         assert pin is not None
         return pin
 
-    def _set_pending(self, pin: Pin, digest: str, definition: dict[str, Any], reason: str) -> Pin:
+    def _set_pending(self, pin: Pin, digest: str, definition: JSONObject, reason: str) -> Pin:
         with self._store.write() as db:
             db.execute(
                 "UPDATE pins SET pending_hash=?, pending_definition=?, pending_reason=?"

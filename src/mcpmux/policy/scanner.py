@@ -141,11 +141,7 @@ def _as_json(tool: ToolInfo | types.Tool | dict[str, Any]) -> dict[str, Any]:
     if isinstance(tool, dict):
         return tool
     if isinstance(tool, ToolInfo):
-        if tool.definition is not None:
-            return _as_json(tool.definition)
-        data: dict[str, Any] = {"name": tool.tool, "description": tool.description, "inputSchema": tool.input_schema}
-        optional = {"title": tool.title, "outputSchema": tool.output_schema, "annotations": tool.annotations}
-        return data | {key: value for key, value in optional.items() if value is not None}
+        return _as_json(tool.definition)
     dumped: dict[str, Any] = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
     return dumped
 

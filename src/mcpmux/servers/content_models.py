@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mcpmux.json_shapes import JSONObject
+
 __all__ = [
     "METADATA_KEY_PATTERN",
     "STORE_NAME_PATTERN",
@@ -47,7 +49,7 @@ class Document:
     store: str
     title: str
     source: str
-    metadata: dict[str, Any]
+    metadata: JSONObject
     chars: int
     chunk_count: int
     first_chunk: int
@@ -65,7 +67,7 @@ class SearchHit:
     chunk: int
     score: float
     snippet: str
-    metadata: dict[str, Any]
+    metadata: JSONObject
 
 
 def check_name(name: str) -> None:

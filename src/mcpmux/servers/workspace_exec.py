@@ -30,9 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE
-from mcpmux.servers._reaper import KILL_SIGNAL as REAPER_KILL_SIGNAL
-from mcpmux.servers._reaper import reaper_argv
+from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE, KILL_SIGNAL as REAPER_KILL_SIGNAL, reaper_argv
 from mcpmux.servers._sdk import tool
 from mcpmux.servers.workspace_context import WorkspaceContext
 

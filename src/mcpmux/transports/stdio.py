@@ -30,8 +30,7 @@ from mcp.shared.message import SessionMessage
 from mcpmux.config.display import looks_secret, redact
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.errors import CommandNotFound, ServerExited, TransportError
-from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE
-from mcpmux.servers._reaper import reaper_argv
+from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE, reaper_argv
 from mcpmux.transports._process import stop_process, wait_exit
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams

@@ -31,8 +31,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
-from websockets.exceptions import ConnectionClosed as WSConnectionClosed
-from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.exceptions import ConnectionClosed as WSConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 

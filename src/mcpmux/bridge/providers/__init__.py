@@ -16,8 +16,8 @@ from mcpmux.bridge.providers.base import (
     TextSink,
     ToolCall,
     Usage,
-    make_provider,
 )
+from mcpmux.bridge.providers.select import make_provider
 
 __all__ = [
     "Completion",

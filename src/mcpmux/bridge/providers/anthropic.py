@@ -22,6 +22,7 @@ from mcpmux.bridge.providers.base import (
     unreachable,
 )
 from mcpmux.config.models import LLMConfig
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -77,7 +78,7 @@ class AnthropicProvider:
     async def complete(
         self,
         messages: Sequence[Message],
-        tools: Sequence[dict[str, Any]],
+        tools: Sequence[JSONObject],
         *,
         on_text: TextSink | None = None,
         max_tokens: int | None = None,
@@ -87,7 +88,7 @@ class AnthropicProvider:
 
         client = self._ensure_client()
         system, converted = to_anthropic_messages(messages)
-        request: dict[str, Any] = {"model": self.model, "messages": converted}
+        request: JSONObject = {"model": self.model, "messages": converted}
         request["max_tokens"] = max_tokens or self._config.max_tokens or DEFAULT_MAX_TOKENS
         if system:
             request["system"] = system
@@ -115,7 +116,7 @@ class AnthropicProvider:
             self._client = None
 
 
-def _tool(entry: dict[str, Any]) -> dict[str, Any]:
+def _tool(entry: JSONObject) -> JSONObject:
     function = entry["function"]
     return {"name": function["name"], "description": function.get("description", ""),
             "input_schema": function["parameters"]}  # fmt: skip
@@ -131,10 +132,10 @@ def _completion(final: Any) -> Completion:
     return Completion(text, calls, usage, finish)
 
 
-def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[JSONObject]]:
     """The system text and the Messages API messages of a Chat Completions conversation."""
     system = [m["content"] for m in messages if m["role"] == "system" and m.get("content")]
-    converted: list[dict[str, Any]] = []
+    converted: list[JSONObject] = []
     for message in messages:
         if message["role"] == "system":
             continue
@@ -147,14 +148,14 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
     return "\n\n".join(system), converted
 
 
-def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+def _blocks(message: Message) -> tuple[str, list[JSONObject]]:
     if message["role"] == "tool":
         text = str(message.get("content") or "")
         result = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": text}
         if text.startswith("[tool error]"):
             result["is_error"] = True
         return "user", [result]
-    blocks: list[dict[str, Any]] = []
+    blocks: list[JSONObject] = []
     if message.get("content"):
         blocks.append({"type": "text", "text": str(message["content"])})
     for call in message.get("tool_calls") or ():

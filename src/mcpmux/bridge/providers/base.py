@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from mcpmux.config.models import LLMConfig
 from mcpmux.errors import MCPMuxError, UsageError
+from mcpmux.json_shapes import JSONObject
 
 __all__ = [
     "Completion",
@@ -19,11 +18,10 @@ __all__ = [
     "TextSink",
     "ToolCall",
     "Usage",
-    "make_provider",
     "unreachable",
 ]
 
-Message = dict[str, Any]
+Message = JSONObject
 """One Chat Completions message (``{"role": ..., "content": ..., ...}``)."""
 
 TextSink = Callable[[str], Awaitable[None]]
@@ -119,7 +117,7 @@ class Provider(Protocol):
     async def complete(
         self,
         messages: Sequence[Message],
-        tools: Sequence[dict[str, Any]],
+        tools: Sequence[JSONObject],
         *,
         on_text: TextSink | None = None,
         max_tokens: int | None = None,
@@ -140,31 +138,3 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Release the HTTP client."""
         ...
-
-
-def make_provider(config: LLMConfig, *, check: bool = False) -> Provider:
-    """Build the provider the ``llm:`` section names (the key falls back to the environment).
-
-    Args:
-        config: the ``llm:`` section.
-        check: verify now, without a request, that the settings can work (SDK installed, a key or a
-            local ``base_url``), so that a command fails before it starts any server.
-
-    Raises:
-        ModelNotConfigured: with ``check``, the settings cannot work.
-    """
-    model = config.model or os.environ.get("MCPMUX_MODEL") or DEFAULT_MODELS[config.provider]
-    key = config.api_key.get_secret_value() if config.api_key is not None else None
-    if config.provider == "anthropic":
-        from mcpmux.bridge.providers.anthropic import AnthropicProvider
-
-        anthropic = AnthropicProvider(config, model, key or os.environ.get("ANTHROPIC_API_KEY"))
-        if check:
-            anthropic.check()
-        return anthropic
-    from mcpmux.bridge.providers.openai import OpenAIProvider
-
-    openai = OpenAIProvider(config, model, key or os.environ.get("OPENAI_API_KEY"))
-    if check:
-        openai.check()
-    return openai

@@ -21,6 +21,7 @@ from mcpmux.bridge.providers.base import (
     unreachable,
 )
 from mcpmux.config.models import LLMConfig
+from mcpmux.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -73,7 +74,7 @@ class OpenAIProvider:
     async def complete(
         self,
         messages: Sequence[Message],
-        tools: Sequence[dict[str, Any]],
+        tools: Sequence[JSONObject],
         *,
         on_text: TextSink | None = None,
         max_tokens: int | None = None,
@@ -82,7 +83,7 @@ class OpenAIProvider:
         import openai
 
         client = self._ensure_client()
-        request: dict[str, Any] = {"model": self.model, "messages": list(messages), "stream": True}
+        request: JSONObject = {"model": self.model, "messages": list(messages), "stream": True}
         request["stream_options"] = {"include_usage": True}
         if tools:
             request["tools"] = list(tools)
