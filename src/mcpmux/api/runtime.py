@@ -15,13 +15,14 @@ import anyio.to_thread
 
 from mcpmux.config.models import Config
 from mcpmux.gateway.tokens import TokenStore
+from mcpmux.host import Host
 from mcpmux.manager import Manager
 from mcpmux.policy import Guard, StateStore
 from mcpmux.sources.models import Source, SourceTool
 from mcpmux.sources.registry import SourceRegistry
 from mcpmux.sources.sync import sync_source
 
-__all__ = ["ApiRuntime", "open_runtime"]
+__all__ = ["ApiRuntime", "open_runtime", "runtime_over"]
 
 T = TypeVar("T")
 
@@ -94,6 +95,18 @@ async def open_runtime(
     """Start a manager over ``config`` and the registered sources; stop it on exit."""
     merged = await anyio.to_thread.run_sync(registry.with_sources, config)
     state = store or StateStore()
-    async with Manager(merged, wait=False) as manager:
-        guard = Guard(manager, face="api", store=state)
-        yield ApiRuntime(config, registry, manager, guard, state, tokens, allow_process_sources)
+    async with Host(merged, face="api", store=state, wait=False) as host:
+        yield ApiRuntime(config, registry, host.manager, host, state, tokens, allow_process_sources)
+
+
+def runtime_over(
+    host: Host,
+    config: Config,
+    registry: SourceRegistry,
+    *,
+    tokens: TokenStore | None = None,
+    allow_process_sources: bool = False,
+) -> ApiRuntime:
+    """A runtime over a host that runs already (the gateway's, for ``mcpmux serve --http``)."""
+    guard = Guard(host.manager, face="api", store=host.store)
+    return ApiRuntime(config, registry, host.manager, guard, host.store, tokens, allow_process_sources)

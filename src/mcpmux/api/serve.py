@@ -13,14 +13,15 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from mcpmux.api.app import create_app
-from mcpmux.api.runtime import ApiRuntime, open_runtime
+from mcpmux.api.runtime import ApiRuntime, open_runtime, runtime_over
 from mcpmux.config.models import Config
 from mcpmux.gateway.security import Gatekeeper, HttpSecurity, SecurityMiddleware
 from mcpmux.gateway.tokens import TokenStore
+from mcpmux.host import Host
 from mcpmux.policy import StateStore
 from mcpmux.sources.registry import SourceRegistry
 
-__all__ = ["build_api"]
+__all__ = ["build_api", "mounted_api"]
 
 
 def build_api(
@@ -61,3 +62,16 @@ def build_api(
 
     app = create_app(runtime_of, Gatekeeper(rules), lifespan=lifespan)
     return SecurityMiddleware(app, rules)
+
+
+def mounted_api(
+    host: Host,
+    security: HttpSecurity,
+    config: Config,
+    registry: SourceRegistry,
+    *,
+    allow_process_sources: bool = False,
+) -> ASGIApp:
+    """The API over a running host, to serve beside ``/mcp`` (behind the gateway's own middleware)."""
+    runtime = runtime_over(host, config, registry, tokens=security.tokens, allow_process_sources=allow_process_sources)
+    return create_app(lambda: runtime, Gatekeeper(security))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 import anyio
 import click
 
 from mcpmux.cli.output import emit, json_option, redact_logs, state, table
-from mcpmux.config import load_config
+from mcpmux.config import Config, load_config
 from mcpmux.errors import ConfigError, ConfigProblem, NotFound, closest
 from mcpmux.sources.merge import with_registered
 
@@ -42,6 +43,8 @@ def _address(option: str, value: str) -> tuple[str, int]:
     help="Joins server and tool in the names served ([A-Za-z0-9_.-]).",
 )  # fmt: skip
 @click.option("--auth", is_flag=True, help="Require a bearer token even on loopback.")
+@click.option("--no-api", is_flag=True, help="With --http: do not serve the REST API at /api.")
+@click.option("--db", "db_url", metavar="URL", envvar="MCPMUX_DB", help="The source registry (default: sources.db).")
 @click.option("--allow-host", multiple=True, metavar="HOST[:PORT|:*]", help="Another accepted Host header.")
 @click.option("--allow-origin", multiple=True, metavar="ORIGIN", help="Another accepted Origin header.")
 @click.option("--max-body", type=click.IntRange(1024), default=4 * 1024 * 1024, show_default=True, help="Bytes.")
@@ -59,6 +62,8 @@ def serve_cmd(
     ws_addr: str | None,
     separator: str,
     auth: bool,
+    no_api: bool,
+    db_url: str | None,
     allow_host: tuple[str, ...],
     allow_origin: tuple[str, ...],
     max_body: int,
@@ -66,6 +71,9 @@ def serve_cmd(
     header_timeout: float,
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
+
+    With --http the REST API is served beside /mcp at /api (its document at /api/openapi.json),
+    under the same rules and tokens, unless --no-api.
 
     HTTP binds 127.0.0.1 unless told otherwise and refuses any other address unless tokens exist
     (mcpmux token create NAME). Once a token exists every HTTP request and WebSocket handshake
@@ -83,7 +91,7 @@ def serve_cmd(
 
     if (sse or json_response) and http_addr is None:
         raise click.UsageError("--sse and --json-response need --http")
-    config = with_registered(load_config(state().config_path))
+    config = with_registered(load_config(state().config_path), db_url)
     redact_logs(config.secret_values)
     store = StateStore()
     tokens = TokenStore(store)
@@ -105,7 +113,9 @@ def serve_cmd(
     if ws_addr is not None:
         ws = _address("--ws", ws_addr)
     tcp = _tcp(tcp_addr, tcp_without_tokens or not (auth or tokens.any()))
+    api = None if no_api or http_addr is None else _api_factory(load_config(state().config_path), db_url)
     options = ServeOptions(
+        api=api,
         stdio=stdio or not (http_addr or tcp_addr or ws_addr),
         http=http,
         tcp=tcp,
@@ -119,6 +129,15 @@ def serve_cmd(
         anyio.run(lambda: serve(config, options, store=store), backend_options=loop_options())
     finally:
         store.close()
+
+
+def _api_factory(config: Config, db_url: str | None) -> Any:
+    """Makes the REST API over the gateway's host (its registry opened now, so a bad --db fails early)."""
+    from mcpmux.api.serve import mounted_api
+    from mcpmux.sources.registry import SourceRegistry
+
+    registry = SourceRegistry(db_url)
+    return lambda host, security: mounted_api(host, security, config, registry)
 
 
 def _tcp(value: str | None, without_tokens: bool) -> tuple[str, int] | None:
