@@ -25,12 +25,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import report  # noqa: E402
+from harness import report
 
-from mcpmux import Manager  # noqa: E402
-from mcpmux.config.models import OpenAPIServerConfig  # noqa: E402
-from tests.gateway.serving import serve  # noqa: E402
-from tests.peers.fixtures import run_httpbin, stdio_command  # noqa: E402
+from mcpmux import Manager
+from mcpmux.config.models import OpenAPIServerConfig
+from tests.gateway.serving import serve
+from tests.peers.fixtures import run_httpbin, stdio_command
 
 Call = Callable[[], Awaitable[object]]
 
