@@ -171,3 +171,40 @@ def test_secrets_never_come_back_and_configured_servers_are_read_only(tmp_path: 
         assert listed["fromfile"]["read_only"] is True
         taken = client.post("/api/sources", json={**body, "name": "fromfile"})
         assert taken.status_code == 409
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "meta", "source_type": "openapi", "url": "http://169.254.169.254/openapi.json"},
+        {"name": "local", "source_type": "openapi", "url": "http://127.0.0.1:9/spec.json"},
+        {"name": "inner", "source_type": "mcp", "url": "http://10.0.0.5/mcp"},
+        {
+            "name": "viabase",
+            "source_type": "openapi",
+            "url": "https://api.example.invalid/x.json",
+            "openapi_config": {"allow_private_network": True},
+        },
+    ],
+)
+def test_a_token_holder_cannot_point_the_host_at_its_own_network(tmp_path: Path, body: dict[str, object]) -> None:
+    with api(tmp_path) as (client, store):
+        admin = TokenStore(store).create("boss", scopes=("read", "execute", "admin"))
+        headers = {"Authorization": f"Bearer {admin}"}
+        answer = client.post("/api/sources", json=body, headers=headers)
+        assert answer.status_code == 403, answer.text
+        assert [s["name"] for s in client.get("/api/sources", headers=headers).json() if not s["read_only"]] == []
+
+
+def test_a_token_holder_cannot_aim_an_openapi_base_url_inward(tmp_path: Path) -> None:
+    spec = _openapi(tmp_path, {"/x": {"get": {"operationId": "x"}}})
+    with api(tmp_path) as (client, store):
+        admin = TokenStore(store).create("boss", scopes=("read", "execute", "admin"))
+        body = {
+            "name": "a",
+            "source_type": "openapi",
+            "url": spec,
+            "openapi_config": {"base_url": "http://169.254.169.254/"},
+        }
+        answer = client.post("/api/sources", json=body, headers={"Authorization": f"Bearer {admin}"})
+        assert answer.status_code == 403 and "non-public" in answer.json()["detail"]

@@ -8,10 +8,12 @@ loopback bind with no token made), and then may do everything, like the person a
 
 # No ``from __future__ import annotations`` here: FastAPI reads the route functions' annotations at
 # run time, and the ``Annotated`` dependency aliases are locals of create_app.
+import socket
 import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import anyio
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.routing import APIRouter
 
@@ -114,6 +116,8 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
         rt = runtime_of()
         spec = _spec(body)
         _refuse_processes(rt, spec)
+        if who.name is not None:
+            await _refuse_private_targets(spec)
         if spec.source_type == "openapi":
             await _check_openapi(spec)
         source = await rt.registry_call(lambda: rt.registry.add(spec, reserved=rt.configured()))
@@ -259,6 +263,36 @@ def _refuse_processes(rt: ApiRuntime, spec: SourceSpec) -> None:
             "start the API with --allow-process-sources"
         )
         raise ApiProblem(403, "Forbidden", detail)
+
+
+async def _refuse_private_targets(spec: SourceSpec) -> None:
+    """A token holder may not point this host at its own network (server-side request forgery).
+
+    The spec URL, an OpenAPI ``base_url`` and a remote MCP URL must resolve to public addresses, and
+    ``allow_private_network`` is not theirs to set; the local user (no token required) may do both.
+    """
+    from urllib.parse import urlsplit
+
+    from mcpmux.servers.openapi.execute import is_public_address
+
+    if spec.config.get("allow_private_network"):
+        raise ApiProblem(403, "Forbidden", "allow_private_network may be set only by the local user")
+    urls = [u for u in (spec.url, spec.config.get("base_url"), spec.config.get("url")) if isinstance(u, str)]
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https"):
+            continue
+        try:
+            infos = await anyio.getaddrinfo(parts.hostname or "", parts.port or 443, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ApiProblem(422, "Unreachable", f"cannot resolve {parts.hostname!r}: {exc}") from exc
+        private = sorted({str(i[4][0]) for i in infos if not is_public_address(str(i[4][0]))})
+        if private:
+            detail = (
+                f"{url} resolves to a non-public address ({', '.join(private)}); only the local user "
+                "may register sources on this host's own network"
+            )
+            raise ApiProblem(403, "Forbidden", detail)
 
 
 async def _check_openapi(spec: SourceSpec) -> None:
