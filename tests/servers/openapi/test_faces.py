@@ -4,6 +4,7 @@ an SDK client, both as real processes, against a real httpbin."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -11,7 +12,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.gateway.serving import mcpmux, serve
+from tests.gateway.serving import MCPMUX, isolated_env, mcpmux, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -67,3 +68,25 @@ async def test_mcpmux_serve_offers_openapi_tools_to_an_sdk_client(
     assert posted.structured_content is not None and posted.structured_content["json"] == {"via": "gateway"}
     assert bearer.structured_content == {"authenticated": True, "token": TOKEN}
     assert isinstance(bearer.content[0], types.TextContent)
+
+
+def test_mcpmux_add_openapi_writes_the_entry_and_the_server_works(tmp_path: Path, httpbin: str) -> None:
+    env = isolated_env(tmp_path)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [MCPMUX, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    (tmp_path / "specs").mkdir()
+    probe = {"operationId": "probe", "parameters": [{"name": "q", "in": "query", "type": "string"}]}
+    document = {"swagger": "2.0", "info": {"title": "hb", "version": "1"}, "paths": {"/get": {"get": probe}}}
+    (tmp_path / "specs" / "hb.json").write_text(json.dumps(document))
+    added = run("add", "hb", "--openapi", "specs/hb.json", "--base-url", httpbin)
+    assert added.returncode == 0, added.stderr
+    text = (tmp_path / "mcpmux.yaml").read_text()
+    assert "type: openapi" in text and str(tmp_path / "specs" / "hb.json") in text
+    called = run("call", "hb:probe", "q=hello", "--json")
+    assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout)["structuredContent"]["args"] == {"q": "hello"}
