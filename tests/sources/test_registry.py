@@ -10,7 +10,7 @@ import anyio
 import pytest
 from sqlalchemy import select
 
-from mcpmux.config.models import Config, OpenAPIServerConfig, StdioServerConfig
+from mcpmux.config.models import Config, OpenAPIServerConfig, StdioServerConfig, StreamableHttpServerConfig
 from mcpmux.errors import ConfigError, NotFound, ServerUnavailable, SourceError, SourceExists
 from mcpmux.manager import Manager
 from mcpmux.sources import SourceRegistry, SourceSpec, sync_source
@@ -193,3 +193,22 @@ async def test_sync_of_a_source_that_cannot_start_changes_nothing(registry: Sour
         await sync_source(registry, "ghost")
     assert registry.tools(source="ghost") == []
     assert registry.get("ghost").synced_at is None
+
+
+def test_literal_headers_and_env_of_a_config_entry_are_sealed(registry: SourceRegistry) -> None:
+    config = {
+        "type": "http",
+        "url": "https://mcp.example.invalid/mcp",
+        "headers": {"Authorization": f"Bearer {SECRET}"},
+    }
+    source = registry.add(SourceSpec(name="remote", source_type="mcp", config=config))
+    assert source.entry["headers"] == {"Authorization": "${HEADER_AUTHORIZATION}"}
+    assert SECRET not in json.dumps(source.to_json())
+    server = registry.server_config(source)
+    assert isinstance(server, StreamableHttpServerConfig)
+    assert server.headers["Authorization"].get_secret_value() == f"Bearer {SECRET}"
+    stdio = registry.add(
+        SourceSpec(name="local", source_type="mcp", config={"command": "true", "env": {"TOKEN": SECRET}})
+    )
+    assert stdio.entry["env"] == {"TOKEN": "${TOKEN}"}
+    assert stdio.environment() == {"TOKEN": "********"}

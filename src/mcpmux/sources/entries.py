@@ -158,6 +158,12 @@ def _mcp(spec: SourceSpec) -> Prepared:
         raise SourceError(spec.name, "an mcp source needs a server.json (url or manifest), server fields, or a URL")
     plain: dict[str, str] = {}
     secrets: dict[str, str] = {}
+    # Literal header and env values of a config-style entry are credentials as often as not: sealed.
+    for key in ("headers", "env"):
+        values = entry.get(key)
+        if isinstance(values, dict):
+            prefix = "HEADER_" if key == "headers" else ""
+            entry[key] = {k: _sealed_reference(f"{prefix}{k}", v, secrets) for k, v in values.items()}
     declared = {v.name: v for v in variables}
     for name, value in spec.environment.items():
         variable = declared.get(name)
