@@ -57,12 +57,12 @@ if TYPE_CHECKING:
         ServerStatus as ServerStatus,
         ToolInfo as ToolInfo,
     )
-    from mcpmux.naming import (
-        NameTable as NameTable,
-    )
     from mcpmux.policy import (
         Guard as Guard,
         StateStore as StateStore,
+    )
+    from mcpmux.provider_names import (
+        NameTable as NameTable,
     )
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, also=("__version__",))

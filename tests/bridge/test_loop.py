@@ -15,8 +15,8 @@ from mcpmux.bridge.loop import CANCELLED_RESULT, AgentLoop, LoopEvent, TextDelta
 from mcpmux.bridge.providers.openai import OpenAIProvider
 from mcpmux.config.models import BuiltinServerConfig, Config, LLMConfig, SecurityConfig
 from mcpmux.manager import Manager
-from mcpmux.naming import get_profile
 from mcpmux.policy import Guard, StateStore
+from mcpmux.provider_names import get_profile
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 from tests.manager.conftest import factory, stdio
 

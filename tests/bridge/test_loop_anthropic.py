@@ -11,8 +11,8 @@ from mcpmux.bridge.agent import AgentOptions, agent_session
 from mcpmux.bridge.providers import make_provider
 from mcpmux.bridge.providers.anthropic import to_anthropic_messages
 from mcpmux.config.models import BuiltinServerConfig, Config, LLMConfig
-from mcpmux.naming import get_profile
 from mcpmux.policy import StateStore
+from mcpmux.provider_names import get_profile
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 
 pytestmark = [pytest.mark.anyio, pytest.mark.network]

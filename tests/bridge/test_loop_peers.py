@@ -13,8 +13,8 @@ import pytest
 from mcpmux.bridge.agent import AgentOptions, agent_session
 from mcpmux.bridge.providers.openai import OpenAIProvider
 from mcpmux.config.models import Config, LLMConfig, Settings, StdioServerConfig
-from mcpmux.naming import get_profile
 from mcpmux.policy import StateStore
+from mcpmux.provider_names import get_profile
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 from tests.peers.fixtures import stdio_command
 

@@ -16,8 +16,8 @@ from mcpmux.bridge.tool_search import SEARCH_TOOL_NAME, ToolIndex, ToolSelection
 from mcpmux.bridge.tools import ToolBridge
 from mcpmux.config.models import Config, LLMConfig
 from mcpmux.manager import Manager
-from mcpmux.naming import get_profile
 from mcpmux.policy import Guard, StateStore
+from mcpmux.provider_names import get_profile
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 from tests.manager.conftest import factory, stdio
 

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from mcpmux.bridge.agent import AgentOptions, agent_session
 from mcpmux.bridge.providers.openai import OpenAIProvider
-from mcpmux.chat import commands
+from mcpmux.chat import slash_handlers
 from mcpmux.chat.completion import ChatCompleter
 from mcpmux.chat.interaction import ChatQuestions
 from mcpmux.chat.render import Renderer
@@ -193,7 +193,7 @@ async def test_declining_an_elicitation_sends_no_content() -> None:
 
 
 def test_usage_errors_are_value_errors() -> None:
-    assert issubclass(commands.UsageError, ValueError)
+    assert issubclass(slash_handlers.UsageError, ValueError)
 
 
 async def test_approve_shows_high_scanner_findings_and_approves_only_with_yes(tmp_path: Path) -> None:

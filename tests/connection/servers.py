@@ -14,6 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError as ReportedToolError
 from mcp.shared.memory import create_client_server_memory_streams
 from mcp.shared.message import SessionMessage
 
+from mcpmux._private.mcp_sdk import lowlevel_server
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.connection import ClientCallbacks, Connection
 from mcpmux.transports.base import TransportStreams
@@ -49,7 +50,7 @@ class RecordingWrite:
 @asynccontextmanager
 async def in_memory(server: Server[Any] | MCPServer, wire: Wire | None = None) -> AsyncIterator[TransportStreams]:
     """Serve ``server`` in-process and yield the client's streams."""
-    lowlevel: Server[Any] = server._lowlevel_server if isinstance(server, MCPServer) else server
+    lowlevel: Server[Any] = lowlevel_server(server) if isinstance(server, MCPServer) else server
     async with create_client_server_memory_streams() as (client, server_side), anyio.create_task_group() as tg:
         tg.start_soon(lowlevel.run, *server_side, lowlevel.create_initialization_options())
         write = RecordingWrite(client[1], wire) if wire is not None else client[1]

@@ -11,9 +11,9 @@ from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
+from mcpmux._private.mcp_sdk import lowlevel_server
 from mcpmux.config.models import SecurityConfig
 from mcpmux.gateway.caller import stdio_channel
-from mcpmux.servers._sdk import lowlevel_server
 from tests.gateway.conftest import gateway_over, rich_server
 from tests.manager.conftest import dynamic_server, echo_server, stdio
 
@@ -437,9 +437,9 @@ async def test_resource_subscriptions_are_shared_upstream_and_updates_reach_only
 async def test_the_sdk_span_per_request_is_kept_only_when_opentelemetry_is_configured(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mcp.server._otel import OpenTelemetryMiddleware
     from opentelemetry.trace import NoOpTracerProvider
 
+    from mcpmux._private.mcp_sdk import OpenTelemetryMiddleware
     from mcpmux.gateway import server as gateway_server
 
     def spans(gateway: Any) -> int:

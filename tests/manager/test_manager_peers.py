@@ -22,7 +22,7 @@ from mcpmux.config.models import (
 from mcpmux.connection import ClientCallbacks
 from mcpmux.errors import ToolNotFound
 from mcpmux.manager import Manager, ServerState, StateChanged
-from mcpmux.naming import NameTable, get_profile
+from mcpmux.provider_names import NameTable, get_profile
 from tests.peers.fixtures import PeerServer, stdio_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess]

@@ -2,7 +2,7 @@
 
 :class:`ToolBridge` reads tools from any :class:`ToolSource` (the Manager is one) and hands out
 :class:`BridgeTool` entries for one provider profile. A call by provider name is routed through
-the profile's :class:`~mcpmux.naming.NameTable`, never by splitting the name.
+the profile's :class:`~mcpmux.provider_names.NameTable`, never by splitting the name.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import mcp_types as types
 from mcpmux.bridge.results import DEFAULT_MAX_RESULT_BYTES, ModelResult, normalise_result
 from mcpmux.bridge.schema import normalise_schema
 from mcpmux.json_shapes import JSONObject
-from mcpmux.naming import DEFAULT_SEPARATOR, NameTable
+from mcpmux.provider_names import DEFAULT_SEPARATOR, NameTable
 
 if TYPE_CHECKING:
     # Types only: the bridge talks to the manager through the ToolSource protocol.

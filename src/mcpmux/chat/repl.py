@@ -11,7 +11,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from rich.markup import escape
 
-from mcpmux.chat import commands
+from mcpmux.chat import slash_handlers
 from mcpmux.chat.completion import ChatCompleter
 from mcpmux.chat.slash import ChatState, find
 from mcpmux.errors import MCPMuxError
@@ -93,7 +93,7 @@ class ChatRepl:
                 group.start_soon(_cancel_on_sigint, scope)
                 try:
                     await func(line)
-                except (MCPMuxError, commands.UsageError) as exc:
+                except (MCPMuxError, slash_handlers.UsageError) as exc:
                     self.state.console.print(f"[red]Error:[/] {escape(str(exc))}")
                 finally:
                     group.cancel_scope.cancel()

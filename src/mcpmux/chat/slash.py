@@ -1,6 +1,6 @@
 """The one table of slash commands: each is an async function whose docstring is its help.
 
-Handlers register with :func:`slash` (see :mod:`mcpmux.chat.commands`); ``/help`` and completion
+Handlers register with :func:`slash` (see :mod:`mcpmux.chat.slash_handlers`); ``/help`` and completion
 read this table, so they cannot drift from the code.
 """
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import click
 
-from mcpmux.cli.manager_cmds import run
+from mcpmux.cli.host_cmds import run
 from mcpmux.cli.output import command_config, json_option, state
 from mcpmux.config import Config
 from mcpmux.errors import EXIT_FAILED, EXIT_OK

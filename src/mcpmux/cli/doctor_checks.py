@@ -14,12 +14,12 @@ from pathlib import Path
 
 import anyio
 
+from mcpmux.canonical_names import canonical_name
 from mcpmux.config import Config, ServerConfig, StdioServerConfig, config_sources, load_file
 from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.errors import AuthRequired, CommandNotFound, ConfigError, MCPMuxError, MCPTimeoutError, NameCollision
 from mcpmux.json_shapes import JSONObject
-from mcpmux.names import canonical_name
-from mcpmux.naming import DEFAULT_SEPARATOR, PROFILES, NameTable, provider_name
+from mcpmux.provider_names import DEFAULT_SEPARATOR, PROFILES, NameTable, provider_name
 
 __all__ = [
     "check_config_files",

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcpmux.canonical_names import canonical_name
 from mcpmux.config.display import redact
 from mcpmux.config.effective import fingerprint, with_effective_sandbox
 from mcpmux.config.models import (
@@ -25,7 +26,6 @@ from mcpmux.config.models import (
 )
 from mcpmux.config.paths import data_dir
 from mcpmux.json_shapes import JSONObject
-from mcpmux.names import canonical_name
 
 __all__ = ["cached_tool_names", "catalog_rows", "emit_lazy_list", "lazy_rows"]
 

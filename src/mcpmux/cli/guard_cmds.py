@@ -12,7 +12,7 @@ import anyio
 import click
 
 from mcpmux.cli.completion import complete_servers, complete_tools
-from mcpmux.cli.manager_cmds import managed, run
+from mcpmux.cli.host_cmds import managed, run
 from mcpmux.cli.output import emit, json_option, table
 from mcpmux.config import Config
 from mcpmux.json_shapes import JSONObject

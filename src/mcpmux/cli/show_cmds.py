@@ -10,7 +10,7 @@ import click
 
 from mcpmux.cli import render
 from mcpmux.cli.completion import complete_servers
-from mcpmux.cli.manager_cmds import managed, run
+from mcpmux.cli.host_cmds import managed, run
 from mcpmux.cli.output import command_config, emit, json_option
 from mcpmux.config import Config, StdioServerConfig, config_to_dict
 from mcpmux.config.display import MASK, mask_secrets, redact

@@ -30,6 +30,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark
 from ruamel.yaml.tokens import CommentToken
 
+from mcpmux.canonical_names import SERVER_NAME_PATTERN, is_valid_server_name
 from mcpmux.config._comments import drop_heading, indent_of, put_block, take_block, token_text
 from mcpmux.config.bounds import check_tree
 from mcpmux.config.linemerge import merge_edit
@@ -37,7 +38,6 @@ from mcpmux.config.literal_secrets import secret_warnings
 from mcpmux.config.loader import load_file
 from mcpmux.config.parse import load_yaml, read_text
 from mcpmux.errors import ConfigError, ConfigProblem
-from mcpmux.names import SERVER_NAME_PATTERN, is_valid_server_name
 
 __all__ = ["SKELETON", "ConfigDocument", "merge_edit", "secret_warnings"]
 

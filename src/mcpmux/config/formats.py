@@ -20,8 +20,8 @@ from typing import Any
 
 from mcpmux.config.document import Document, RawServer
 from mcpmux.config.envfile import read_env_file
+from mcpmux.config.manifests import registry_server
 from mcpmux.config.parse import PathPart, format_path
-from mcpmux.config.registry import registry_server
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.json_shapes import JSONObject
 

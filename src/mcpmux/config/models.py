@@ -26,8 +26,8 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema
 
+from mcpmux.canonical_names import SERVER_NAME_PATTERN
 from mcpmux.errors import ConfigError, ConfigProblem, UnresolvedVariable
-from mcpmux.names import SERVER_NAME_PATTERN
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_MS",

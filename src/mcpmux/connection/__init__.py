@@ -10,9 +10,6 @@ from typing import TYPE_CHECKING
 from mcpmux._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from mcpmux.connection._requests import (
-        MAX_PAGES as MAX_PAGES,
-    )
     from mcpmux.connection.callbacks import (
         ClientCallbacks as ClientCallbacks,
         ElicitationCallback as ElicitationCallback,
@@ -26,6 +23,7 @@ if TYPE_CHECKING:
     )
     from mcpmux.connection.connection import (
         CLIENT_INFO as CLIENT_INFO,
+        MAX_PAGES as MAX_PAGES,
         Connection as Connection,
         TransportFactory as TransportFactory,
     )

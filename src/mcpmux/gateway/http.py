@@ -13,14 +13,13 @@ import contextlib
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.abc
 import uvicorn
-from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.sse import SseServerTransport
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -31,6 +30,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcpmux._private.mcp_sdk import SessionManager
+from mcpmux._private.uvicorn import QuietServer
 from mcpmux.gateway.metrics import CONTENT_TYPE
 from mcpmux.gateway.responses import DeferredTransport
 from mcpmux.gateway.security import ANONYMOUS, HttpSecurity, SecurityMiddleware
@@ -65,30 +66,21 @@ class HttpOptions:
     """An app for every other path, behind the same rules (the REST API at ``/api``)."""
 
 
-class _SessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager with longer session ids and deferred responses.
+def _new_transport(sessions: StreamableHTTPSessionManager) -> StreamableHTTPServerTransport:
+    """A new session's transport: a longer session id, and deferred responses.
 
     The SDK keys sessions with ``uuid4().hex`` (122 random bits); the gateway wants at least 128,
     so sessions are keyed with :func:`secrets.token_hex`. Each session's transport is a
     :class:`DeferredTransport`, which answers a request with one JSON body unless it has to stream.
     """
-
-    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
-        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
-            return None
-        session_id = secrets.token_hex(SESSION_ID_BYTES)
-        transport = DeferredTransport(
-            mcp_session_id=session_id,
-            is_json_response_enabled=self.json_response,
-            event_store=self.event_store,
-            security_settings=self.security_settings,
-            retry_interval=self.retry_interval,
-            idle_timeout=self.session_idle_timeout,
-        )
-        if requestor is not None:
-            self._session_owners[session_id] = requestor
-        self._server_instances[session_id] = transport
-        return transport
+    return DeferredTransport(
+        mcp_session_id=secrets.token_hex(SESSION_ID_BYTES),
+        is_json_response_enabled=sessions.json_response,
+        event_store=sessions.event_store,
+        security_settings=sessions.security_settings,
+        retry_interval=sessions.retry_interval,
+        idle_timeout=sessions.session_idle_timeout,
+    )
 
 
 def build_app(gateway: Gateway, options: HttpOptions) -> ASGIApp:
@@ -97,8 +89,9 @@ def build_app(gateway: Gateway, options: HttpOptions) -> ASGIApp:
     transport_security = TransportSecuritySettings(
         allowed_hosts=list(options.security.allowed_hosts), allowed_origins=list(options.security.allowed_origins)
     )
-    sessions = _SessionManager(
+    sessions = SessionManager(
         gateway.server,
+        new_transport=_new_transport,
         security_settings=transport_security,
         max_request_body_size=options.security.max_body_bytes,
         json_response=options.json_response,
@@ -162,21 +155,24 @@ def _metrics(gateway: Gateway) -> Any:
 
 def _sse_routes(gateway: Gateway, security: TransportSecuritySettings, max_body: int) -> list[Route | Mount]:
     sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=max_body)
-
-    async def handle_sse(request: Request) -> Response:
-        async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
-            await gateway.server.run(read, write, gateway.server.create_initialization_options())
-        return Response()
-
-    return [Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)]
+    stream = _SseStream(gateway, sse)
+    return [Route("/sse", endpoint=stream, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)]
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: ``mcpmux serve`` owns SIGTERM and SIGINT."""
+class _SseStream:
+    """``GET /sse`` as an ASGI app (Starlette runs a non-function endpoint as one).
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
+    The SSE transport writes its response to the ASGI ``send`` itself; a request endpoint would
+    have to dig ``send`` out of Starlette's ``Request`` (a private attribute).
+    """
+
+    def __init__(self, gateway: Gateway, sse: SseServerTransport) -> None:
+        self.gateway, self.sse = gateway, sse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        server = self.gateway.server
+        async with self.sse.connect_sse(scope, receive, send) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
 
 
 async def serve_http(
@@ -212,7 +208,7 @@ async def serve_http(
         timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S,
         timeout_graceful_shutdown=options.shutdown_timeout_s,
     )
-    server = _Server(config)
+    server = QuietServer(config)
 
     async def exit_on_stop() -> None:
         await stop.wait()

@@ -15,7 +15,8 @@ the stream). :class:`DeferredTransport` waits for the first message that belongs
 
 The SDK's own 2026-07-28 path makes the same choice with the same window. Every other POST
 (``initialize``, notifications, responses, malformed bodies) and every GET or DELETE is served by
-the SDK transport unchanged.
+the SDK transport unchanged. The SDK has no public hook for this: the transport's internals it
+needs are reached through :class:`~mcpmux._private.mcp_sdk.SessionTransport`.
 """
 
 from __future__ import annotations
@@ -25,14 +26,7 @@ import logging
 import anyio
 import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream
-from mcp.server.streamable_http import (
-    CONTENT_TYPE_JSON,
-    MCP_SESSION_ID_HEADER,
-    REQUEST_STREAM_BUFFER_SIZE,
-    EventMessage,
-    StreamableHTTPServerTransport,
-    check_accept_headers,
-)
+from mcp.server.streamable_http import CONTENT_TYPE_JSON, MCP_SESSION_ID_HEADER, EventMessage, check_accept_headers
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
@@ -47,6 +41,8 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from mcpmux._private.mcp_sdk import SessionTransport
+
 __all__ = ["SSE_AFTER_S", "DeferredTransport"]
 
 logger = logging.getLogger(__name__)
@@ -60,14 +56,14 @@ _SSE_HEADERS = [
 _PING = b": ping\r\n\r\n"
 
 
-class DeferredTransport(StreamableHTTPServerTransport):
+class DeferredTransport(SessionTransport):
     """The SDK's 2025-era server transport, answering each request as JSON unless it must stream."""
 
-    async def _handle_post_request(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
+    async def handle_post(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
         message = await self._plain_request(request)
         if message is None:
-            await super()._handle_post_request(scope, request, receive, send)
-        elif await self._validate_request_headers(request, send):
+            await super().handle_post(scope, request, receive, send)
+        elif await self.headers_ok(request, send):
             await self._answer(message, request, send)
 
     async def _plain_request(self, request: Request) -> JSONRPCRequest | None:
@@ -77,10 +73,10 @@ class DeferredTransport(StreamableHTTPServerTransport):
         streams (an event store), ``initialize``, notifications and responses, bodies that do not
         parse, and clients that do not accept both media types.
         """
-        if self.is_json_response_enabled or self._event_store is not None:
+        if self.is_json_response_enabled or self.has_event_store:
             return None
         has_json, has_sse = check_accept_headers(request)
-        if not (has_json and has_sse) or not self._check_content_type(request):
+        if not (has_json and has_sse) or not self.content_type_ok(request):
             return None
         try:
             # Starlette keeps the body on the request, so the SDK can still read it after this.
@@ -94,22 +90,19 @@ class DeferredTransport(StreamableHTTPServerTransport):
         return message
 
     async def _answer(self, message: JSONRPCRequest, request: Request, send: Send) -> None:
-        writer = self._read_stream_writer
-        assert writer is not None, "connect() runs before any request is served"
         request_id = str(message.id)
         version = request.headers.get(MCP_PROTOCOL_VERSION_HEADER, DEFAULT_NEGOTIATED_VERSION)
-        streams = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
-        self._request_streams[request_id] = streams
+        reader = self.open_request_stream(request_id)
         streaming = False
         try:
-            await writer.send(self._create_session_message(message, request, request_id, version))
-            first = await _next(streams[1])
+            await self.dispatch(message, request, request_id, version)
+            first = await _next(reader)
             if first is not None and _is_final(first):
                 await self._send_json(send, first)
                 return
             streaming = True
             await send({"type": "http.response.start", "status": 200, "headers": self._headers(_SSE_HEADERS)})
-            await _stream(send, first, streams[1])
+            await _stream(send, first, reader)
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             # The stream closed without a response: the session was terminated while this request ran.
             logger.debug("session terminated with request %s in flight", request_id)
@@ -119,7 +112,7 @@ class DeferredTransport(StreamableHTTPServerTransport):
         finally:
             if streaming:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
-            await self._clean_up_memory_streams(request_id)
+            await self.close_request_stream(request_id)
 
     async def _send_json(self, send: Send, event: EventMessage, status: int = 200) -> None:
         body = event.message.model_dump_json(by_alias=True, exclude_unset=True).encode()

@@ -35,8 +35,8 @@ from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopb
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import Host
-from mcpmux.naming import DEFAULT_SEPARATOR
 from mcpmux.policy import StateStore
+from mcpmux.provider_names import DEFAULT_SEPARATOR
 from mcpmux.transports.tcp import serve_tcp
 from mcpmux.transports.websocket import Admit, Handshake, serve_websocket
 

@@ -34,7 +34,6 @@ import anyio.abc
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server import Server
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
@@ -45,6 +44,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 
 from mcpmux import __version__
+from mcpmux._private.mcp_sdk import OpenTelemetryMiddleware
 from mcpmux.errors import MCPMuxError, ServerError, ToolNotFound
 from mcpmux.gateway.caller import approver_of, caller_of
 from mcpmux.gateway.downstream import Downstream
@@ -54,8 +54,8 @@ from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
 from mcpmux.gateway.surface import Surface, build_surface
 from mcpmux.manager import ToolInfo
 from mcpmux.manager.events import ListChanged, StateChanged
-from mcpmux.naming import DEFAULT_SEPARATOR
 from mcpmux.policy import Guard
+from mcpmux.provider_names import DEFAULT_SEPARATOR
 
 __all__ = ["RESOURCE_NOT_FOUND", "Gateway"]
 

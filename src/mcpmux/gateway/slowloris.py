@@ -12,7 +12,9 @@ head is not complete within ``header_timeout_s`` of the connection (or of the pr
 response), and answers 431 to a head larger than :data:`MAX_HEAD_BYTES`.
 
 httptools (llhttp, C) rather than h11 (pure Python): with h11 the gateway spent ~17 % more CPU
-per short call (median of 5 interleaved runs, 1,680 vs 1,400 us).
+per short call (median of 5 interleaved runs, 1,680 vs 1,400 us). uvicorn documents only the
+protocol class as an extension point; its protocol's internals are reached through
+:class:`~mcpmux._private.uvicorn.HeadHooks`, nowhere here.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import asyncio
 import logging
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from mcpmux._private.uvicorn import HeadHooks
 
 __all__ = ["DEFAULT_HEADER_TIMEOUT_S", "MAX_HEAD_BYTES", "HeadLimitProtocol", "protocol_with_deadline"]
 
@@ -39,8 +41,8 @@ class _HeadTooLarge(Exception):
     """Raised from a parser callback to stop parsing a head over the cap."""
 
 
-class HeadLimitProtocol(HttpToolsProtocol):
-    """:class:`HttpToolsProtocol` that closes connections whose request head is too slow or too large.
+class HeadLimitProtocol(HeadHooks):
+    """uvicorn's httptools protocol that closes connections whose request head is too slow or too large.
 
     The head's size is the request target plus every header name and value, counted as the
     parser reports them; past :data:`MAX_HEAD_BYTES` parsing stops and the answer is 431.
@@ -55,59 +57,39 @@ class HeadLimitProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._head_too_large = False
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._await_head()
-
-    def on_message_begin(self) -> None:
-        self._head_bytes = 0
-        super().on_message_begin()
-
-    def on_url(self, url: bytes) -> None:
-        self._count(len(url))
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value))
-        super().on_header(name, value)
-
-    def on_headers_complete(self) -> None:
-        self._in_head = False
+    def head_awaited(self) -> None:
+        self._in_head, self._head_bytes = True, 0
         self._disarm()
-        super().on_headers_complete()
-        # A HEAD response has no body write to carry the head (uvicorn skips it).
-        if self.cycle is not None and self.scope["method"] != "HEAD":
-            self.cycle.transport = _HeadWithBody(self.cycle.transport)  # type: ignore[assignment]
+        self._head_deadline = self.call_later(self.header_timeout_s, self._head_too_slow)
 
-    def send_400_response(self, msg: str) -> None:
-        # uvicorn answers every parser error with 400; a head over the cap gets its own status.
-        if not self._head_too_large:
-            super().send_400_response(msg)
-            return
-        logger.info("closing a connection from %s: request head over %d bytes", self.client, MAX_HEAD_BYTES)
-        self.transport.write(_TOO_LARGE)
-        self.transport.close()
+    def head_started(self) -> None:
+        self._head_bytes = 0
 
-    def _count(self, size: int) -> None:
+    def head_grew(self, size: int) -> None:
         self._head_bytes += size
         if self._head_bytes > MAX_HEAD_BYTES:
             self._head_too_large = True
             raise _HeadTooLarge
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        # A pipelined request already parsed may have started: its head is complete.
-        if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
-            self._await_head()
-
-    def connection_lost(self, exc: Exception | None) -> None:
+    def head_done(self) -> None:
+        self._in_head = False
         self._disarm()
-        super().connection_lost(exc)
 
-    def _await_head(self) -> None:
-        self._in_head, self._head_bytes = True, 0
+    def response_transport(self, transport: asyncio.Transport) -> asyncio.Transport | _HeadWithBody:
+        # A HEAD response has no body write to carry the head (uvicorn skips it).
+        return transport if self.method == "HEAD" else _HeadWithBody(transport)
+
+    def parse_failed(self, msg: str) -> bool:
+        # uvicorn answers every parser error with 400; a head over the cap gets its own status.
+        if not self._head_too_large:
+            return False
+        logger.info("closing a connection from %s: request head over %d bytes", self.peer, MAX_HEAD_BYTES)
+        self.write_raw(_TOO_LARGE)
+        self.close()
+        return True
+
+    def closed(self) -> None:
         self._disarm()
-        self._head_deadline = self.loop.call_later(self.header_timeout_s, self._head_too_slow)
 
     def _disarm(self) -> None:
         if self._head_deadline is not None:
@@ -116,9 +98,9 @@ class HeadLimitProtocol(HttpToolsProtocol):
 
     def _head_too_slow(self) -> None:
         self._head_deadline = None
-        if self._in_head and not self.transport.is_closing():
-            logger.info("closing a connection from %s: request head not received in time", self.client)
-            self.transport.close()
+        if self._in_head and not self.is_closing():
+            logger.info("closing a connection from %s: request head not received in time", self.peer)
+            self.close()
 
 
 def protocol_with_deadline(header_timeout_s: float) -> type[HeadLimitProtocol]:

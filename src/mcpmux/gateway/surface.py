@@ -1,6 +1,6 @@
 """What the gateway shows downstream: every upstream's tools, prompts and resources under gateway names.
 
-Tools and prompts go out through a :class:`~mcpmux.naming.NameTable` of the ``mcp`` profile
+Tools and prompts go out through a :class:`~mcpmux.provider_names.NameTable` of the ``mcp`` profile
 (``server__tool`` by default; a server with an empty prefix keeps its bare names when they are
 unambiguous). Calls come back through the same table, never by splitting a name.
 
@@ -21,8 +21,8 @@ import mcp_types as types
 
 from mcpmux.errors import ToolNotFound
 from mcpmux.manager import PromptInfo, ResourceInfo, ToolInfo
-from mcpmux.naming import DEFAULT_SEPARATOR, NameTable
 from mcpmux.policy import Guard
+from mcpmux.provider_names import DEFAULT_SEPARATOR, NameTable
 
 __all__ = ["WRAPPED_URI_SCHEME", "Surface", "build_surface"]
 

@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS as MODERN_ERA
 
 from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.config.models import Config, ServerConfig, Settings
@@ -397,15 +397,18 @@ class Manager:
         await connection.unsubscribe_resource(uri, timeout=timeout)
         return True
 
-    async def set_logging_level(self, server: str, level: types.LoggingLevel, *, timeout: float | None = None) -> bool:
-        """Set ``server``'s log level if it is connected, logs, and speaks an era that has the request; say if sent.
+    def takes_log_level(self, server: str) -> bool:
+        """Whether ``server`` is connected, logs, and speaks an era that has ``logging/setLevel``.
 
         The 2026-07-28 protocol has no ``logging/setLevel``: such a server is left as it is.
         """
+        info = self.server_info(server)
+        return info is not None and bool(info.capabilities.logging) and info.protocol_version not in MODERN_ERA
+
+    async def set_logging_level(self, server: str, level: types.LoggingLevel, *, timeout: float | None = None) -> bool:
+        """Set ``server``'s log level if it :meth:`takes_log_level`; say whether the request was sent."""
         connection = self.supervisor(server).connection
-        if connection is None or not connection.is_connected or not connection.info.capabilities.logging:
-            return False
-        if connection.info.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if connection is None or not self.takes_log_level(server):
             return False
         await connection.set_logging_level(level, timeout=timeout)
         return True

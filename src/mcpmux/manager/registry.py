@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 
+from mcpmux.canonical_names import canonical_name
 from mcpmux.errors import ToolNotFound
 from mcpmux.manager.models import PromptInfo, ResourceInfo, ToolInfo
-from mcpmux.names import canonical_name
 
 __all__ = ["GET_PROMPT", "READ_RESOURCE", "Registry", "ServerCatalog"]
 

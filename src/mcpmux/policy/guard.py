@@ -378,7 +378,7 @@ class Guard:
         caller: str | None,
         decision: Decision,
         call: Awaitable[_R],
-        size: Callable[[_R], int],
+        size: Callable[[_R], int | None],
         is_error: Callable[[_R], bool] = lambda _: False,
     ) -> _R:
         started = time.monotonic()
@@ -500,11 +500,13 @@ class Guard:
         no ``logging/setLevel``). A named server that is denied is refused.
         """
         told: list[str] = []
-        args: JSONObject = {"level": level}
+        args: dict[str, Any] = {"level": level}
         for name in [server] if server is not None else self.manager.servers:
             if server is None and self.is_denied(name):
                 continue
             tool, decision = self._server_request(name, SET_LEVEL, args, caller)
+            if not self.manager.takes_log_level(name):
+                continue  # nothing is sent, so nothing is audited
             setting = self.manager.set_logging_level(name, level)
             if await self._run(tool, args, caller, decision, setting, _no_size):
                 told.append(name)
@@ -562,8 +564,8 @@ def _is_error(result: types.CallToolResult) -> bool:
     return bool(result.is_error)
 
 
-def _no_size(_: object) -> int:
-    return 0
+def _no_size(_: object) -> None:
+    return None
 
 
 def _block_size(block: types.ContentBlock) -> int:

@@ -1,4 +1,4 @@
-"""The few places the built-in servers lean on the SDK's server internals, kept in one module."""
+"""How the built-in servers use the SDK's ``MCPServer``: tools from docstrings, no logging set-up."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
-from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
-__all__ = ["lowlevel_server", "new_server", "tool", "tools_markdown"]
+__all__ = ["new_server", "tool", "tools_markdown"]
 
 SERVER_VERSION = "0.1.0"
 
@@ -51,16 +50,6 @@ def new_server(name: str, instructions: str, lifespan: Lifespan | None = None) -
             root.removeHandler(handler)
     root.setLevel(level)
     return server
-
-
-def lowlevel_server(server: MCPServer[Any]) -> Server[Any]:
-    """The low-level :class:`Server` behind ``server``, to run it over a given stream pair.
-
-    The SDK keeps it private (its own in-memory transport reads it the same way, with a TODO to
-    make it public).
-    """
-    inner: Server[Any] = server._lowlevel_server
-    return inner
 
 
 async def tools_markdown(server: MCPServer[Any]) -> str:

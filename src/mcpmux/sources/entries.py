@@ -16,12 +16,12 @@ from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter, ValidationError
 
+from mcpmux.canonical_names import SERVER_NAME_PATTERN
 from mcpmux.config.formats import Document
 from mcpmux.config.interpolate import expand
+from mcpmux.config.manifests import registry_server
 from mcpmux.config.models import ServerConfig
-from mcpmux.config.registry import registry_server
 from mcpmux.errors import SourceError
-from mcpmux.names import SERVER_NAME_PATTERN
 from mcpmux.sources.models import SourceSpec, Variable
 
 __all__ = ["Prepared", "materialise", "prepare"]

@@ -9,11 +9,42 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Protocol, Self, TypeVar
 
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
-__all__ = ["TransportStreams"]
+__all__ = ["ReadStream", "TransportStreams", "WriteStream"]
+
+_T_co = TypeVar("_T_co", covariant=True)
+_T_contra = TypeVar("_T_contra", contravariant=True)
+
+
+# The SDK types its stream parameters with two Protocols it keeps in a private module
+# (mcp.shared._stream_protocols); a Protocol matches by shape, so these two, member for member
+# the same, are accepted wherever the SDK asks for its own (mypy checks every such call).
+class ReadStream(Protocol[_T_co]):
+    """A stream of items to read (an anyio memory stream, or one of the SDK's)."""
+
+    async def receive(self) -> _T_co: ...
+    async def aclose(self) -> None: ...
+    def __aiter__(self) -> ReadStream[_T_co]: ...
+    async def __anext__(self) -> _T_co: ...
+    async def __aenter__(self) -> Self: ...
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> bool | None: ...
+
+
+class WriteStream(Protocol[_T_contra]):
+    """A stream of items to write."""
+
+    async def send(self, item: _T_contra, /) -> None: ...
+    async def aclose(self) -> None: ...
+    async def __aenter__(self) -> Self: ...
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> bool | None: ...
 
 
 def _no_stderr() -> str:

@@ -32,7 +32,6 @@ import httpx2
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
@@ -45,7 +44,7 @@ from mcpmux.errors import (
     SessionExpired,
     TransportError,
 )
-from mcpmux.transports.base import TransportStreams
+from mcpmux.transports.base import ReadStream, TransportStreams, WriteStream
 from mcpmux.transports.framing import parse_message
 
 __all__ = ["STREAM_IDLE_TIMEOUT_S", "map_http_error", "open_sse", "open_streamable_http"]

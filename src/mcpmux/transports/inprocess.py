@@ -22,11 +22,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.memory import create_client_server_memory_streams
 
 import mcpmux.servers
+from mcpmux._private.mcp_sdk import lowlevel_server
 from mcpmux.config.models import BuiltinServerConfig, SandboxConfig, ServerSecurity, Settings, StdioServerConfig
 from mcpmux.config.paths import data_dir
 from mcpmux.errors import TransportError
 from mcpmux.servers import build_server, refuse_wide_root
-from mcpmux.servers._sdk import lowlevel_server
 from mcpmux.servers.content_server import DATABASE_FILE
 from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.sandbox import command_wrapper, sandbox_backend

@@ -106,7 +106,7 @@ async def open_tcp(server: TcpServerConfig, settings: Settings) -> AsyncIterator
 def lowlevel_server_of(server: Server[Any] | MCPServer[Any]) -> Server[Any]:
     """The low-level :class:`Server` that serves ``server`` over a stream pair."""
     if isinstance(server, MCPServer):
-        from mcpmux.servers._sdk import lowlevel_server
+        from mcpmux._private.mcp_sdk import lowlevel_server
 
         return lowlevel_server(server)
     return server

@@ -12,7 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from mcpmux.bridge.schema import normalise_schema
-from mcpmux.naming import NameTable, get_profile
+from mcpmux.provider_names import NameTable, get_profile
 from mcpmux.servers.openapi import convert, document_base_url, parse_spec, read_spec_file
 from mcpmux.servers.openapi.convert import MAX_TOOL_NAME_CHARS, OperationFilter, api_key_scheme
 from mcpmux.servers.openapi.schemas import walk_operations

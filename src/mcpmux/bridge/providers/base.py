@@ -107,7 +107,7 @@ class Provider(Protocol):
     Attributes:
         name: the provider kind (``openai``, ``anthropic``).
         model: the model asked.
-        profile: the naming profile its tool names must follow (see :mod:`mcpmux.naming`).
+        profile: the naming profile its tool names must follow (see :mod:`mcpmux.provider_names`).
     """
 
     name: str

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from mcpmux.canonical_names import CANONICAL_SEPARATOR, canonical_name
 from mcpmux.errors import NameCollision, ToolNotFound
-from mcpmux.names import CANONICAL_SEPARATOR, canonical_name
 
 __all__ = ["DEFAULT_SEPARATOR", "PROFILES", "NameProfile", "NameTable", "get_profile", "provider_name"]
 

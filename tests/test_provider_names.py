@@ -8,9 +8,9 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from mcpmux.canonical_names import SERVER_NAME_PATTERN
 from mcpmux.errors import NameCollision, ToolNotFound
-from mcpmux.names import SERVER_NAME_PATTERN
-from mcpmux.naming import PROFILES, NameProfile, NameTable, get_profile, provider_name
+from mcpmux.provider_names import PROFILES, NameProfile, NameTable, get_profile, provider_name
 
 PROFILE_REGEX = {
     "openai": r"^[a-zA-Z0-9_-]{1,64}$",

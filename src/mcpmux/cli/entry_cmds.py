@@ -94,10 +94,10 @@ def add_cmd(
 
     Without arguments, in a terminal, asks step by step and tests the server.
     """
-    from mcpmux.cli import manage_interactive
+    from mcpmux.cli import entry_wizard
 
     if from_registry is not None:
-        return manage_interactive.add_from_registry(from_registry, name, scope)
+        return entry_wizard.add_from_registry(from_registry, name, scope)
     if openapi_spec is not None:
         if name is None or target:
             raise click.UsageError("add NAME --openapi SPEC [--base-url URL] takes no command or URL")
@@ -109,7 +109,7 @@ def add_cmd(
         )
         return 0
     if name is None or not target:
-        return manage_interactive.add_interactively(name, scope)
+        return entry_wizard.add_interactively(name, scope)
     entry = build_entry(name, transport, target, pairs(envs, "=", "--env"), pairs(headers, ":", "--header"))
     if timeout is not None:
         entry["timeout_ms"] = timeout

@@ -15,13 +15,13 @@ from typing import Any
 
 import click
 
+from mcpmux.canonical_names import is_valid_server_name
 from mcpmux.cli.entries import TRANSPORTS, build_entry, scope_file, write_entry
 from mcpmux.config.edit import ConfigDocument
 from mcpmux.config.formats import normalise_document
 from mcpmux.config.parse import read_data
 from mcpmux.errors import EXIT_OK, ConfigError, MCPMuxError, exit_code_for
 from mcpmux.json_shapes import JSONObject
-from mcpmux.names import is_valid_server_name
 
 __all__ = ["add_from_registry", "add_interactively", "registry_variables"]
 
@@ -83,7 +83,7 @@ def add_interactively(name: str | None, scope: str) -> int:
 def _check(name: str, path: Path) -> int:
     """Run ``mcpmux test NAME``; on failure offer to take the server out again."""
     from mcpmux.cli.output import print_error
-    from mcpmux.cli.server_cmds import test_cmd
+    from mcpmux.cli.probe_cmds import test_cmd
 
     click.echo(f"testing {name!r}...", err=True)
     try:

@@ -1,0 +1,165 @@
+"""The private names of the MCP SDK (``mcp``, tested with 2.3) that mcpmux needs, and only here.
+
+Why each is needed and what would replace it:
+
+- ``MCPServer._lowlevel_server``: the low-level :class:`~mcp.server.Server` behind an
+  ``MCPServer``, to serve it over a stream pair of ours (in-process, TCP, WebSocket). The SDK's own
+  in-memory transport reads it the same way, with a TODO to make it public: a public
+  ``MCPServer.lowlevel_server`` would replace it.
+- ``mcp.server._otel.OpenTelemetryMiddleware``: the SDK puts it in every server's
+  ``middleware`` and documents "drop it from this list to opt out", but exports the class only
+  from a private module. A public export (or a ``tracing=False`` switch) would replace it.
+- ``mcp.client._input_required.run_input_required_driver``: the SEP-2322 retry loop that
+  ``mcp.Client`` runs for ``input_required`` results; mcpmux drives a ``ClientSession`` and needs
+  the same loop. A public export (or ``ClientSession`` driving it itself) would replace it.
+- :class:`SessionTransport`: the 2025-era Streamable HTTP server transport has no hook to answer
+  a POST itself (the gateway answers short calls with one JSON body, :mod:`mcpmux.gateway.responses`).
+  It overrides ``_handle_post_request`` and reads five members, and gives them public names here.
+  A per-request response-mode hook in the SDK would replace it.
+- :class:`SessionManager`: the session manager has no factory for a new session's transport (the
+  gateway wants its own transport class and longer session ids). It overrides ``_admit_session``
+  and keeps the SDK's two session tables. A ``transport_factory=`` argument would replace it.
+
+:data:`PRIVATE_NAMES` lists every one of them for ``tests/test_private_apis.py``. Importing this
+module imports the whole SDK (as any ``mcp`` import does): keep it off light import paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.client._input_required import run_input_required_driver
+from mcp.server import Server
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http import REQUEST_STREAM_BUFFER_SIZE, EventMessage, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import JSONRPCRequest
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+__all__ = [
+    "CALLED_BY",
+    "DISTRIBUTION",
+    "PRIVATE_NAMES",
+    "OpenTelemetryMiddleware",
+    "SessionManager",
+    "SessionTransport",
+    "lowlevel_server",
+    "run_input_required_driver",
+]
+
+DISTRIBUTION: Final = "mcp"
+
+_TRANSPORT = "mcp.server.streamable_http.StreamableHTTPServerTransport"
+_MANAGER = "mcp.server.streamable_http_manager.StreamableHTTPSessionManager"
+PRIVATE_NAMES: Final[dict[str, str | None]] = {
+    # A name and the parameters we pass (``None``: a class, or an attribute we read). ``Class#attr``
+    # is an attribute of an instance made with default arguments.
+    "mcp.server.mcpserver.MCPServer#_lowlevel_server": None,
+    "mcp.server._otel.OpenTelemetryMiddleware": None,
+    "mcp.client._input_required.run_input_required_driver": "first, *, dispatch, retry, max_rounds",
+    f"{_TRANSPORT}._handle_post_request": "self, scope, request, receive, send",
+    f"{_TRANSPORT}._check_content_type": "self, request",
+    f"{_TRANSPORT}._validate_request_headers": "self, request, send",
+    f"{_TRANSPORT}._create_session_message": "self, message, request, request_id, protocol_version",
+    f"{_TRANSPORT}._clean_up_memory_streams": "self, request_id",
+    f"{_TRANSPORT}#_event_store": None,
+    f"{_TRANSPORT}#_request_streams": None,
+    f"{_TRANSPORT}#_read_stream_writer": None,
+    f"{_MANAGER}._admit_session": "self, requestor",
+    f"{_MANAGER}#_server_instances": None,
+    f"{_MANAGER}#_session_owners": None,
+}
+CALLED_BY: Final[dict[str, str]] = {
+    # An override, and the SDK function that must still call it (or the override does nothing).
+    f"{_TRANSPORT}._handle_post_request": f"{_TRANSPORT}._handle_request",
+    f"{_MANAGER}._admit_session": f"{_MANAGER}._handle_stateful_request",
+}
+
+
+def lowlevel_server(server: MCPServer[Any]) -> Server[Any]:
+    """The low-level :class:`Server` behind ``server``, to run it over a given stream pair."""
+    inner: Server[Any] = server._lowlevel_server
+    return inner
+
+
+class SessionTransport(StreamableHTTPServerTransport):
+    """The SDK's 2025-era server transport, with a public hook for each request POST.
+
+    Override :meth:`handle_post` to answer some POSTs yourself; the other methods are the parts
+    of the SDK transport such an answer needs.
+    """
+
+    async def _handle_post_request(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
+        await self.handle_post(scope, request, receive, send)
+
+    async def handle_post(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
+        """Serve one POST (by default exactly as the SDK does)."""
+        await super()._handle_post_request(scope, request, receive, send)
+
+    @property
+    def has_event_store(self) -> bool:
+        """Whether streams are resumable (an event store records them)."""
+        return self._event_store is not None
+
+    def content_type_ok(self, request: Request) -> bool:
+        """Whether the POST says its body is JSON."""
+        return self._check_content_type(request)
+
+    async def headers_ok(self, request: Request, send: Send) -> bool:
+        """Check the session and protocol-version headers; on failure the error answer is sent."""
+        return await self._validate_request_headers(request, send)
+
+    def open_request_stream(self, request_id: str) -> MemoryObjectReceiveStream[EventMessage]:
+        """Register the stream on which the session's messages for ``request_id`` arrive."""
+        streams = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
+        self._request_streams[request_id] = streams
+        return streams[1]
+
+    async def close_request_stream(self, request_id: str) -> None:
+        """Close and forget the stream of ``request_id``."""
+        await self._clean_up_memory_streams(request_id)
+
+    async def dispatch(self, message: JSONRPCRequest, request: Request, request_id: str, version: str) -> None:
+        """Hand ``message`` to the session, framed as the SDK frames a POSTed request."""
+        writer = self._read_stream_writer
+        assert writer is not None, "connect() runs before any request is served"
+        await writer.send(self._create_session_message(message, request, request_id, version))
+
+
+class SessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager, taking the factory of each new session's transport.
+
+    Args:
+        app: the server every session runs.
+        new_transport: makes the transport of a new session (its ``mcp_session_id`` set) from this
+            manager's settings (``json_response``, ``event_store``, ``security_settings``, ...).
+        kwargs: the SDK manager's other arguments.
+    """
+
+    def __init__(
+        self,
+        app: Server[Any],
+        *,
+        new_transport: Callable[[StreamableHTTPSessionManager], StreamableHTTPServerTransport],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(app, **kwargs)
+        self.new_transport = new_transport
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        # The SDK's admission (session limit, owner, registration) around our transport.
+        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+            return None
+        transport = self.new_transport(self)
+        session_id = transport.mcp_session_id
+        assert session_id is not None, "a stateful session's transport has an id"
+        if requestor is not None:
+            self._session_owners[session_id] = requestor
+        self._server_instances[session_id] = transport
+        return transport
