@@ -24,6 +24,7 @@ from the builtin :class:`TimeoutError`.
     │   ├── ConnectFailed              refused, DNS, TLS: the peer could not be reached
     │   ├── HTTPStatusError            the peer answered with an HTTP error status
     │   │   └── AuthRequired           401/403: credentials are needed (exit 4)
+    │   │       └── OAuthError         an OAuth step failed or was refused (discovery, login, refresh)
     │   ├── MessageTooLarge            a message above ``max_message_bytes``
     │   │   └── ResponseTooLarge       the answer to a request was above it; that request failed (exit 1)
     │   └── ConnectionClosed           the connection closed while a request was in flight
@@ -71,6 +72,7 @@ __all__ = [
     "NameCollision",
     "NameNotQualified",
     "NotFound",
+    "OAuthError",
     "PolicyError",
     "ProtocolError",
     "ProtocolVersionMismatch",
@@ -367,6 +369,21 @@ class AuthRequired(HTTPStatusError):
     def __init__(self, server: str, url: str, status: int = 401, body: str = "") -> None:
         super().__init__(server, url, status, body)
         self.hint = "set the server's `headers` (e.g. Authorization: Bearer ${TOKEN})"
+
+
+class OAuthError(AuthRequired):
+    """An OAuth 2.1 step for a server failed or was refused (exit 4).
+
+    Attributes:
+        url: the URL the failing step was about (never carries a token).
+        reason: what went wrong, without secrets.
+    """
+
+    def __init__(self, server: str, url: str, reason: str, *, hint: str | None = None) -> None:
+        TransportError.__init__(
+            self, server, f"OAuth: {reason} ({url})", hint=hint or f"run `mcpmux login {server}`"
+        )
+        self.url, self.status, self.body, self.reason = url, 401, "", reason
 
 
 class MessageTooLarge(TransportError):

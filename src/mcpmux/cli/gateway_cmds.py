@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -13,6 +13,9 @@ from mcpmux.cli.output import emit, json_option, redact_logs, state, table
 from mcpmux.config import Config, load_config
 from mcpmux.errors import ConfigError, ConfigProblem, NotFound, closest
 from mcpmux.sources.merge import with_registered
+
+if TYPE_CHECKING:
+    from mcpmux.gateway.oauth_resource import ExternalTokens
 
 
 def _separator(value: str) -> str:
@@ -52,6 +55,8 @@ def _address(option: str, value: str) -> tuple[str, int]:
 @click.option(
     "--header-timeout", type=click.FloatRange(0.1), default=10.0, show_default=True, help="Seconds for a request head."
 )
+@click.option("--oauth-issuer", metavar="URL", help="Also accept JWT access tokens of this authorization server.")
+@click.option("--oauth-resource", metavar="URL", help="With --oauth-issuer: this gateway's URL (the token audience).")
 def serve_cmd(
     stdio: bool,
     http_addr: str | None,
@@ -69,6 +74,8 @@ def serve_cmd(
     max_body: int,
     drain_timeout: float,
     header_timeout: float,
+    oauth_issuer: str | None = None,
+    oauth_resource: str | None = None,
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
 
@@ -95,11 +102,12 @@ def serve_cmd(
     redact_logs(config.secret_values)
     store = StateStore()
     tokens = TokenStore(store)
+    external = _external_tokens(oauth_issuer, oauth_resource)
 
     def rules(option: str, host: str) -> HttpSecurity:
         return http_security(
             host, tokens, require_auth=auth, allow_hosts=allow_host, allow_origins=allow_origin,
-            max_body_bytes=max_body, option=option,
+            max_body_bytes=max_body, option=option, external=external,
         )  # fmt: skip
 
     http: HttpOptions | None = None
@@ -125,8 +133,14 @@ def serve_cmd(
         drain_timeout_s=drain_timeout,
     )
     quiet_sdk_tracing()
+
+    async def main() -> None:
+        if external is not None:
+            await external.load()  # the issuer's keys, before the first request
+        await serve(config, options, store=store)
+
     try:
-        anyio.run(lambda: serve(config, options, store=store), backend_options=loop_options())
+        anyio.run(main, backend_options=loop_options())
     finally:
         store.close()
 
@@ -138,6 +152,16 @@ def _api_factory(config: Config, db_url: str | None) -> Any:
 
     registry = SourceRegistry(db_url)
     return lambda host, security: mounted_api(host, security, config, registry)
+
+
+def _external_tokens(issuer: str | None, resource: str | None) -> ExternalTokens | None:
+    from mcpmux.gateway.oauth_resource import ExternalTokens, OAuthResourceSettings
+
+    if issuer is None and resource is None:
+        return None
+    if issuer is None or resource is None:
+        raise click.UsageError("--oauth-issuer and --oauth-resource go together")
+    return ExternalTokens(OAuthResourceSettings(issuer=issuer, resource=resource))
 
 
 def _tcp(value: str | None, without_tokens: bool) -> tuple[str, int] | None:

@@ -48,7 +48,7 @@ DEFAULT_SERVERS: tuple[JSONObject, ...] = (
     {"name": "workspace", "type": "builtin"},
     {"name": "content_store", "type": "builtin"},
 )
-_INTERPOLATED = ("env", "headers", "args", "url", "spec", "base_url", "auth")
+_INTERPOLATED = ("env", "headers", "args", "url", "auth", "spec", "base_url")
 _SERVER_ADAPTER: TypeAdapter[ServerConfig] = TypeAdapter(ServerConfig)
 _MODELS: dict[str, type[BaseModel]] = {
     "stdio": StdioServerConfig,

@@ -39,6 +39,7 @@ __all__ = [
     "GatewayApprovers",
     "LLMConfig",
     "NetworkServerConfig",
+    "OAuthConfig",
     "OpenAPIAuth",
     "OpenAPIServerConfig",
     "ProtocolChoice",
@@ -252,16 +253,49 @@ class NetworkServerConfig(_ServerBase):
         return url
 
 
+class OAuthConfig(_Frozen):
+    """How mcpmux obtains OAuth 2.1 tokens for one HTTP server (its ``auth:`` block; see ``mcpmux.auth``).
+
+    With no ``client_id`` and no ``client_metadata_url`` the client registers itself dynamically
+    (RFC 7591) once, and keeps the registration. ``grant: client_credentials`` needs ``client_id``
+    and ``client_secret``, or ``private_key`` (PEM, for ``private_key_jwt`` assertions signed with
+    ``signing_algorithm``), and never opens a browser.
+    """
+
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    client_id: str | None = None
+    client_secret: SecretStr | None = None
+    private_key: SecretStr | None = None
+    signing_algorithm: str = "RS256"
+    client_metadata_url: str | None = None
+    scopes: tuple[str, ...] = ()
+    issuer: str | None = None
+    allow_private_addresses: bool = False
+    redirect_port: int = Field(0, ge=0, le=65535)
+
+    _one_scope = field_validator("scopes", mode="before")(_one_item_list)
+
+    @model_validator(mode="after")
+    def _credentials_for_grant(self) -> Self:
+        if self.grant == "client_credentials" and (
+            self.client_id is None or (self.client_secret is None and self.private_key is None)
+        ):
+            raise ValueError("grant 'client_credentials' needs client_id and client_secret (or private_key)")
+        return self
+
+
 class SseServerConfig(NetworkServerConfig):
     """A server reached over the legacy HTTP+SSE transport."""
 
     type: Literal["sse"] = "sse"
+    auth: OAuthConfig | None = None
 
 
 class StreamableHttpServerConfig(NetworkServerConfig):
     """A server reached over Streamable HTTP."""
 
     type: Literal["http"] = "http"
+    auth: OAuthConfig | None = None
 
 
 class WebSocketServerConfig(NetworkServerConfig):

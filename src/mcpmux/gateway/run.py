@@ -31,6 +31,7 @@ from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError, UsageError
 from mcpmux.gateway.caller import TokenCaller, stdio_channel
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.http import HttpOptions, serve_http
+from mcpmux.gateway.oauth_resource import ExternalTokens
 from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopback
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
@@ -76,6 +77,7 @@ def http_security(
     allow_origins: Sequence[str] = (),
     max_body_bytes: int | None = None,
     option: str = "--http",
+    external: ExternalTokens | None = None,
 ) -> HttpSecurity:
     """The HTTP (and WebSocket) rules for binding ``host``.
 
@@ -86,7 +88,7 @@ def http_security(
         ConfigError: a non-loopback bind without any token to require.
         UsageError: ``require_auth`` without any token.
     """
-    existing = tokens.any()
+    existing = tokens.any() or external is not None
     if not is_loopback(host) and not existing:
         raise ConfigError(ConfigProblem("<cli>", option, f"refusing to listen on {host} without auth: {NO_AUTH_HINT}"))
     if require_auth and not existing:
@@ -97,6 +99,7 @@ def http_security(
         allowed_hosts=hosts,
         allowed_origins=[*defaults.allowed_origins, *allow_origins],
         tokens=tokens,
+        external=external,
         require_token=require_auth or not is_loopback(host),
         max_body_bytes=max_body_bytes or defaults.max_body_bytes,
     )

@@ -27,9 +27,10 @@ import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.datastructures import Headers
-from starlette.responses import PlainTextResponse
+from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcpmux.gateway.oauth_resource import PRM_PATH, ExternalTokens
 from mcpmux.gateway.origins import AddressRules
 from mcpmux.gateway.tokens import TokenInfo, TokenStore
 
@@ -80,6 +81,8 @@ class HttpSecurity:
             without ``Origin`` (non-browser clients) pass.
         tokens: the token store; tokens are required once it holds any, or always with
             ``require_token``. ``None``: no tokens at all.
+        external: access tokens of an external authorization server accepted beside the store's
+            (:mod:`mcpmux.gateway.oauth_resource`); with it tokens are always required.
         require_token: require a token even while the store is empty (``--auth``, off loopback).
         max_body_bytes: the largest request body.
         body_timeout_s: how long a client may take to send its body.
@@ -90,6 +93,7 @@ class HttpSecurity:
         default_factory=lambda: _with_and_without_port([f"http://{name}" for name in LOOPBACK_NAMES])
     )
     tokens: TokenStore | None = None
+    external: ExternalTokens | None = None
     require_token: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
@@ -135,12 +139,16 @@ class Gatekeeper:
     def tokens_required(self) -> bool:
         """Whether a request must carry a valid token now."""
         tokens = self.security.tokens
-        return self.security.require_token or (tokens is not None and tokens.any())
+        external = self.security.external is not None
+        return self.security.require_token or external or (tokens is not None and tokens.any())
 
     def identify(self, token: str) -> TokenInfo | None:
         """What ``token`` is (name, scopes) if it is valid now, else ``None``."""
-        tokens = self.security.tokens
-        return tokens.check(token) if tokens is not None and token else None
+        tokens, external = self.security.tokens, self.security.external
+        info = tokens.check(token) if tokens is not None and token else None
+        if info is None and external is not None and token:
+            info = external.identify(token)
+        return info
 
     def admit(self, headers: Mapping[str, str]) -> Refusal | Admitted:
         """Check a WebSocket handshake (lower-case header names): Origin, Host, then the token.
@@ -192,6 +200,12 @@ class SecurityMiddleware:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        external = self.security.external
+        if external is not None:
+            if scope["path"] == PRM_PATH or scope["path"].startswith(PRM_PATH + "/"):
+                await _metadata_response(external)(scope, receive, send)
+                return
+            await external.refresh_for(_bearer(headers.get("authorization", "")))
         refusal = self._refusal(scope, headers)
         if refusal is not None:
             await refusal(scope, receive, send)
@@ -217,11 +231,21 @@ class SecurityMiddleware:
             if scope["path"] in PUBLIC_PATHS:
                 scope[ANONYMOUS] = True
                 return None
-            return PlainTextResponse("A valid bearer token is required", status_code=401, headers=CHALLENGE)
+            return PlainTextResponse(
+                "A valid bearer token is required", status_code=401, headers=self._challenge(headers)
+            )
         # The SDK binds each Streamable HTTP session to the client_id of the user that opened it.
         access = AccessToken(token=f"sha256:{info.name}", client_id=info.name, scopes=info.scopes)
         scope["user"] = AuthenticatedUser(access)
         return None
+
+    def _challenge(self, headers: Headers) -> dict[str, str]:
+        external = self.security.external
+        if external is None:
+            return CHALLENGE
+        # The Host was checked against the allowed list above: it names this gateway.
+        scheme = "https" if external.settings.resource.startswith("https://") else "http"
+        return {"WWW-Authenticate": external.challenge(f"{scheme}://{headers.get('host', '')}")}
 
     async def _read_body(self, headers: Headers, receive: Receive) -> list[Message] | PlainTextResponse:
         declared = headers.get("content-length")
@@ -242,6 +266,10 @@ class SecurityMiddleware:
                     return messages
         assert deadline.cancelled_caught
         return PlainTextResponse("Request body not received in time", status_code=408)
+
+
+def _metadata_response(external: ExternalTokens) -> Response:
+    return Response(external.metadata_json(), media_type="application/json", headers={"Cache-Control": "max-age=300"})
 
 
 def _passed_on(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

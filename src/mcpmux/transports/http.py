@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from mcpmux.auth.attach import auth_for
 from mcpmux.config.models import NetworkServerConfig, Settings, SseServerConfig, StreamableHttpServerConfig
 from mcpmux.errors import (
     AuthRequired,
@@ -84,7 +85,10 @@ def _status_error(server: str, url: str, response: httpx2.Response) -> HTTPStatu
     except httpx2.ResponseNotRead:
         body = ""
     if response.status_code in (401, 403):
-        return AuthRequired(server, url, response.status_code, body)
+        error = AuthRequired(server, url, response.status_code, body)
+        if "bearer" in response.headers.get("WWW-Authenticate", "").lower():
+            error.hint = f"the server asks for OAuth: run `mcpmux login {server}` (or set an Authorization header)"
+        return error
     return HTTPStatusError(server, url, response.status_code, body)
 
 
@@ -288,6 +292,7 @@ def _client_factory(
         verify=server.verify_tls,
         event_hooks={"response": [recorder]},
         transport=transport,
+        auth=auth_for(server),
     )
 
 
