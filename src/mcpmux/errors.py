@@ -9,13 +9,16 @@ from the builtin :class:`TimeoutError`.
 
     MCPMuxError
     ├── ConfigError                    invalid configuration; lists every problem (exit 2)
-    │   └── UnresolvedVariable         a server's ``${VAR}`` is unset: only that server fails
+    │   ├── UnresolvedVariable         a server's ``${VAR}`` is unset: only that server fails
+    │   └── SpecError                  an OpenAPI document cannot become tools (not OpenAPI, too big, bad $ref)
     ├── UsageError                     a command was given something it cannot use (exit 2)
     │   ├── NotFound                   it names nothing that exists (server, token, file); closest names given
     │   │   ├── ServerNotConfigured    a command named a server the config does not have
     │   │   └── ToolNotFound           no tool (resource, prompt) has that name; closest names given
     │   ├── NameNotQualified           a tool name without its ``server:`` prefix
-    │   └── InvalidArguments           a call's arguments do not match the tool's input schema
+    │   ├── InvalidArguments           a call's arguments do not match the tool's input schema
+    │   └── SourceError                a source cannot be registered or changed as asked (nothing is stored)
+    │       └── SourceExists           a source (or configured server) of that name exists
     ├── TransportError                 a server could not be started, reached or kept (exit 3)
     │   ├── CommandNotFound            a stdio command is not on PATH
     │   ├── ServerExited               the child process exited (before or after the handshake)
@@ -84,6 +87,9 @@ __all__ = [
     "ServerNotConfigured",
     "ServerUnavailable",
     "SessionExpired",
+    "SourceError",
+    "SourceExists",
+    "SpecError",
     "ToolDefinitionChanged",
     "ToolDenied",
     "ToolError",
@@ -178,6 +184,23 @@ class ConfigError(MCPMuxError):
         super().__init__(message)
 
 
+class SpecError(ConfigError):
+    """An OpenAPI (or Swagger) document cannot be turned into tools; nothing of it is used.
+
+    Attributes:
+        source: the document's path or URL.
+        path: where in the document (``paths./pets.get.parameters[0]``), empty for the whole of it.
+        reason: what is wrong.
+    """
+
+    hint = "fix or replace the document, or narrow it with include_tags/include_operations"
+
+    def __init__(self, source: str, path: str, reason: str) -> None:
+        super().__init__(ConfigProblem(source, path, reason))
+        self.source, self.path, self.reason = source, path, reason
+        self.args = (f"invalid OpenAPI document: {self.problems[0]}",)
+
+
 # -- usage -------------------------------------------------------------------------------------
 
 
@@ -200,6 +223,23 @@ class NotFound(UsageError):
         close = f"; did you mean {', '.join(repr(s) for s in suggestions[:3])}?" if suggestions else ""
         super().__init__(f"no {kind} named {name!r}{close}{detail}", hint=hint)
         self.kind, self.name, self.suggestions = kind, name, suggestions
+
+
+class SourceError(UsageError):
+    """A source cannot be registered or changed as asked; nothing of the request was stored.
+
+    Attributes:
+        source: the source's name (or id).
+        reason: what is wrong.
+    """
+
+    def __init__(self, source: str, reason: str, *, hint: str | None = None) -> None:
+        super().__init__(f"source {source!r}: {reason}", hint=hint)
+        self.source, self.reason = source, reason
+
+
+class SourceExists(SourceError):
+    """A source, or a server of the configuration, already has that name."""
 
 
 def closest(name: str, known: Iterable[str], *, limit: int = 3) -> list[str]:

@@ -44,6 +44,8 @@ __all__ = [
     "filesystem_js",
     "free_port",
     "git_repo",
+    "gunicorn",
+    "httpbin",
     "inspector_cli",
     "loopback_env",
     "loopback_only_command",
@@ -55,6 +57,7 @@ __all__ = [
     "peers_dir",
     "python_peer",
     "run_everything",
+    "run_httpbin",
     "run_listening",
     "sqlite_command",
     "stdio_command",
@@ -74,6 +77,7 @@ _MODULES = _PEERS_DIR / "node_modules"
 _VENV_BIN = _PEERS_DIR / ".venv" / "bin"
 _SQLITE_VENV = _PEERS_DIR / ".venv-field-sdk1"  # the field suite's SDK 1.x servers
 _PRELOAD = _PEERS_DIR / "listen-loopback.cjs"
+_REST_VENV = _PEERS_DIR / ".venv-rest"  # httpbin under gunicorn, for OpenAPI sources
 
 EverythingTransport = Literal["streamableHttp", "sse"]
 _ENDPOINTS: dict[str, str] = {"streamableHttp": "/mcp", "sse": "/sse"}
@@ -449,6 +453,41 @@ def run_listening(argv: Sequence[str], *, port: int | None = None, timeout_s: fl
             stop_process_group(process)
 
 
+def gunicorn() -> Path:
+    """gunicorn in ``tests/peers/.venv-rest`` (with httpbin), checked against its pins."""
+    path = _REST_VENV / "bin" / "gunicorn"
+    requirements = _PEERS_DIR / "rest" / "requirements.txt"
+    if not _stamp_matches(_REST_VENV / ".install-peers.stamp", "pip", requirements) or not path.is_file():
+        raise PeersNotInstalledError(f"httpbin/gunicorn missing or older than {requirements}: {INSTALL_HINT}")
+    return path
+
+
+@contextlib.contextmanager
+def run_httpbin(*, timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
+    """Run PyPI ``httpbin`` (a REST service with its own Swagger 2.0 document at ``/spec.json``)
+    under gunicorn on a free 127.0.0.1 port; yield its base URL (``http://127.0.0.1:PORT``).
+
+    The process group is stopped and reaped on exit.
+    """
+    for _attempt in range(_PORT_ATTEMPTS):
+        port = free_port()
+        argv = [str(gunicorn()), "--no-control-socket", "-b", f"127.0.0.1:{port}", "-k", "gthread",
+                "--threads", "8", "httpbin:app"]
+        with tempfile.TemporaryFile() as log:
+            try:
+                process, bound = _start_listening(argv, log, timeout_s, port)
+            except RuntimeError as exc:
+                if "in use" in str(exc):
+                    continue
+                raise
+            try:
+                yield f"http://127.0.0.1:{bound}"
+            finally:
+                stop_process_group(process)
+            return
+    raise RuntimeError(f"httpbin found no free port in {_PORT_ATTEMPTS} attempts")
+
+
 def make_git_repo(path: Path) -> Path:
     """Create a git repository at ``path`` with one commit (``README.md``), independent of any git config."""
     git = shutil.which("git")
@@ -496,6 +535,14 @@ def everything_http() -> Iterator[PeerServer]:
 def everything_sse() -> Iterator[PeerServer]:
     """server-everything in SSE mode; ``.url`` is ``http://127.0.0.1:PORT/sse``, ``.pid`` its PID."""
     yield from _everything_fixture("sse")
+
+
+@pytest.fixture(scope="module")
+def httpbin() -> Iterator[str]:
+    """A live httpbin on 127.0.0.1 (module-scoped: it is stateless); the value is its base URL."""
+    _fail_unless_installed(gunicorn)
+    with run_httpbin() as url:
+        yield url
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import click
 
 from mcpmux.config import Config, load_config
 from mcpmux.config.models import LLMConfig
+from mcpmux.sources.merge import with_registered
 
 if TYPE_CHECKING:
     from mcpmux.bridge.agent import AgentOptions
@@ -52,7 +53,7 @@ def chat_cmd(
         raise click.UsageError("mcpmux chat needs a terminal; for scripts use: mcpmux run PROMPT")
     if importlib.util.find_spec("prompt_toolkit") is None:
         raise click.ClickException("the chat needs prompt_toolkit: pip install 'mcpmux[chat]'")
-    config = load_config(getattr(ctx.find_root().obj, "config_path", None))
+    config = with_registered(load_config(getattr(ctx.find_root().obj, "config_path", None)))
     overrides = {k: v for k, v in {"provider": provider, "model": model, "base_url": base_url}.items() if v}
     llm = config.llm.model_copy(update=overrides)
     from mcpmux.bridge.agent import AgentOptions

@@ -85,6 +85,12 @@ _SCOPE_OPTION = click.option(
     type=click.Path(file_okay=False, path_type=Path),
     help="The directory a built-in server serves (default: the directory of the config file).",
 )
+@click.option(
+    "--openapi", "openapi_spec", metavar="SPEC", help="Add a REST API from its OpenAPI document (path or URL)."
+)
+@click.option(
+    "--base-url", metavar="URL", help="With --openapi: where its requests go (default: the document's server)."
+)
 @json_option
 def add_cmd(
     name: str | None,
@@ -98,6 +104,8 @@ def add_cmd(
     from_registry: Path | None,
     builtin: str | None,
     root: Path | None,
+    openapi_spec: str | None,
+    base_url: str | None,
 ) -> int:
     """Add server NAME: `add NAME -- COMMAND [ARGS]...` (stdio) or `add NAME -t http URL`.
 
@@ -121,6 +129,16 @@ def add_cmd(
 
     if from_registry is not None:
         return entry_wizard.add_from_registry(from_registry, name, scope)
+    if openapi_spec is not None:
+        if name is None or target:
+            raise click.UsageError("add NAME --openapi SPEC [--base-url URL] takes no command or URL")
+        spec = openapi_spec if "://" in openapi_spec else str(Path(openapi_spec).resolve())
+        write_entry(
+            "add",
+            {"name": name, "type": "openapi", "spec": spec, **({"base_url": base_url} if base_url else {})},
+            scope,
+        )
+        return 0
     if name is None or not target:
         return entry_wizard.add_interactively(name, scope)
     entry = build_entry(name, transport, target, pairs(envs, "=", "--env"), pairs(headers, ":", "--header"))

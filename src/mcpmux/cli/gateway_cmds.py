@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
 
 from mcpmux.cli.output import emit, json_option, redact_logs, state, table
-from mcpmux.config import load_config
+from mcpmux.config import Config, load_config
 from mcpmux.errors import ConfigError, ConfigProblem, NotFound, closest
+from mcpmux.sources.merge import with_registered
 
 if TYPE_CHECKING:
     from mcpmux.gateway.oauth_resource import ExternalTokens
@@ -45,6 +46,8 @@ def _address(option: str, value: str) -> tuple[str, int]:
     help="Joins server and tool in the names served ([A-Za-z0-9_.-]).",
 )  # fmt: skip
 @click.option("--auth", is_flag=True, help="Require a bearer token even on loopback.")
+@click.option("--no-api", is_flag=True, help="With --http: do not serve the REST API at /api.")
+@click.option("--db", "db_url", metavar="URL", envvar="MCPMUX_DB", help="The source registry (default: sources.db).")
 @click.option("--allow-host", multiple=True, metavar="HOST[:PORT|:*]", help="Another accepted Host header.")
 @click.option("--allow-origin", multiple=True, metavar="ORIGIN", help="Another accepted Origin header.")
 @click.option("--max-body", type=click.IntRange(1024), default=4 * 1024 * 1024, show_default=True, help="Bytes.")
@@ -64,6 +67,8 @@ def serve_cmd(
     ws_addr: str | None,
     separator: str,
     auth: bool,
+    no_api: bool,
+    db_url: str | None,
     allow_host: tuple[str, ...],
     allow_origin: tuple[str, ...],
     max_body: int,
@@ -73,6 +78,9 @@ def serve_cmd(
     oauth_resource: str | None = None,
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
+
+    With --http the REST API is served beside /mcp at /api (its document at /api/openapi.json),
+    under the same rules and tokens, unless --no-api.
 
     HTTP binds 127.0.0.1 unless told otherwise and refuses any other address unless tokens exist
     (mcpmux token create NAME). Once a token exists every HTTP request and WebSocket handshake
@@ -90,7 +98,7 @@ def serve_cmd(
 
     if (sse or json_response) and http_addr is None:
         raise click.UsageError("--sse and --json-response need --http")
-    config = load_config(state().config_path)
+    config = with_registered(load_config(state().config_path), db_url)
     redact_logs(config.secret_values)
     store = StateStore()
     tokens = TokenStore(store)
@@ -113,7 +121,9 @@ def serve_cmd(
     if ws_addr is not None:
         ws = _address("--ws", ws_addr)
     tcp = _tcp(tcp_addr, tcp_without_tokens or not (auth or tokens.any()))
+    api = None if no_api or http_addr is None else _api_factory(load_config(state().config_path), db_url)
     options = ServeOptions(
+        api=api,
         stdio=stdio or not (http_addr or tcp_addr or ws_addr),
         http=http,
         tcp=tcp,
@@ -133,6 +143,15 @@ def serve_cmd(
         anyio.run(main, backend_options=loop_options())
     finally:
         store.close()
+
+
+def _api_factory(config: Config, db_url: str | None) -> Any:
+    """Makes the REST API over the gateway's host (its registry opened now, so a bad --db fails early)."""
+    from mcpmux.api.serve import mounted_api
+    from mcpmux.sources.registry import SourceRegistry
+
+    registry = SourceRegistry(db_url)
+    return lambda host, security: mounted_api(host, security, config, registry)
 
 
 def _external_tokens(issuer: str | None, resource: str | None) -> ExternalTokens | None:
@@ -173,15 +192,26 @@ def token() -> None:
     is_flag=True,
     help="Its caller may answer approval questions, for its own calls only (others are refused, not asked).",
 )
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(["read", "execute", "admin"]),
+    help="What it may do on the REST API (repeatable; default: read and execute).",
+)
 @json_option
-def token_create(name: str, can_approve: bool) -> None:
+def token_create(name: str, can_approve: bool, scopes: tuple[str, ...]) -> None:
     """Create a token called NAME and print it (it is shown only this once)."""
-    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.gateway.tokens import DEFAULT_API_SCOPES, TokenStore
     from mcpmux.policy import StateStore
 
+    chosen = scopes or DEFAULT_API_SCOPES
     with StateStore() as store:
-        secret = TokenStore(store).create(name, can_approve=can_approve)
-    emit({"name": name, "token": secret, "can_approve": can_approve}, lambda: click.echo(secret))
+        secret = TokenStore(store).create(name, can_approve=can_approve, scopes=chosen)
+    emit(
+        {"name": name, "token": secret, "can_approve": can_approve, "scopes": sorted(chosen)},
+        lambda: click.echo(secret),
+    )
     click.echo(
         f"token {name!r}: shown only this once; a running 'mcpmux serve' accepts it from its next request "
         "(and from now on requires a token from every HTTP and WebSocket client)",

@@ -27,6 +27,7 @@ COMPLETE_VAR = "_MCPMUX_COMPLETE"
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "add": ("mcpmux.cli.entry_cmds", "add_cmd", "Add a server: NAME -- COMMAND [ARGS]... or NAME -t TYPE URL."),
     "add-json": ("mcpmux.cli.entry_cmds", "add_json_cmd", "Add a server from a Claude-style JSON object."),
+    "api": ("mcpmux.cli.api_cmd", "api_cmd", "Serve the REST API: sources, tools, execute, servers, audit."),
     "approve": ("mcpmux.cli.guard_cmds", "approve_cmd", "Approve held-back tool definitions of SERVER[:TOOL]."),
     "approvals": ("mcpmux.cli.approvals_cmds", "approvals", "List and revoke remembered 'always' approvals."),
     "auth": ("mcpmux.cli.auth_cmds", "auth_group", "OAuth logins of HTTP servers: auth status."),
@@ -57,6 +58,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("mcpmux.cli.chat_cmds", "run_cmd", "Send one prompt to the model with every server's tools."),
     "scan": ("mcpmux.cli.guard_cmds", "scan_cmd", "Scan tool definitions for hidden instructions (poisoning)."),
     "serve": ("mcpmux.cli.gateway_cmds", "serve_cmd", "Serve every configured server as one MCP server (the gateway)."),
+    "sources": ("mcpmux.cli.sources_cmds", "sources", "Register, sync and remove MCP and OpenAPI sources."),
     "show": ("mcpmux.cli.show_cmds", "show_cmd", "Everything about one server: config, state, tools, stderr."),
     "test": ("mcpmux.cli.probe_cmds", "test_cmd", "Connect to a server, ping it, list everything, report timings."),
     "token": ("mcpmux.cli.gateway_cmds", "token", "Create, list and revoke the gateway's bearer tokens."),

@@ -132,8 +132,9 @@ def command_config() -> Config:
     meta = click.get_current_context().find_root().meta
     if CONFIG_META_KEY not in meta:
         from mcpmux.config import load_config
+        from mcpmux.sources.merge import with_registered
 
-        meta[CONFIG_META_KEY] = load_config(state().config_path)
+        meta[CONFIG_META_KEY] = with_registered(load_config(state().config_path))
     config: Config = meta[CONFIG_META_KEY]
     return config
 

@@ -25,6 +25,7 @@ from mcpmux.config.models import (
     BuiltinServerConfig,
     Config,
     LLMConfig,
+    OpenAPIServerConfig,
     SecurityConfig,
     ServerConfig,
     Settings,
@@ -47,7 +48,7 @@ DEFAULT_SERVERS: tuple[JSONObject, ...] = (
     {"name": "workspace", "type": "builtin"},
     {"name": "content_store", "type": "builtin"},
 )
-_INTERPOLATED = ("env", "headers", "args", "url", "auth")
+_INTERPOLATED = ("env", "headers", "args", "url", "auth", "spec", "base_url")
 _SERVER_ADAPTER: TypeAdapter[ServerConfig] = TypeAdapter(ServerConfig)
 _MODELS: dict[str, type[BaseModel]] = {
     "stdio": StdioServerConfig,
@@ -56,6 +57,7 @@ _MODELS: dict[str, type[BaseModel]] = {
     "websocket": WebSocketServerConfig,
     "tcp": TcpServerConfig,
     "builtin": BuiltinServerConfig,
+    "openapi": OpenAPIServerConfig,
 }
 _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "settings": Settings,
@@ -217,6 +219,11 @@ def _server(
     if isinstance(data.get("headers"), dict):
         # Header values are credentials far more often than not (Authorization, X-Api-Key, ...).
         mine.update(v for v in data["headers"].values() if isinstance(v, str))
+    if data.get("type") == "openapi" and isinstance(data.get("spec"), str):
+        data["spec"] = _beside(doc.source, data["spec"])
+    if isinstance(data.get("auth"), dict):
+        auth = data["auth"]
+        mine.update(str(auth[k]) for k in ("token", "password", "value") if isinstance(auth.get(k), str))
     if isinstance(data.get("env"), dict):
         mine.update(v for k, v in data["env"].items() if isinstance(v, str) and looks_secret(str(k), v))
     mine = {s for s in mine if len(s) >= _MIN_SECRET_LEN}
@@ -232,6 +239,13 @@ def _server(
     if not server.enabled:
         warnings.extend(problem for _, problem in missing)
     return server.with_unresolved(missing)
+
+
+def _beside(source: str, spec: str) -> str:
+    """A relative ``spec:`` path is relative to the file that names it (a URL stays as it is)."""
+    if "://" in spec or spec.startswith(("~", "$")) or Path(spec).is_absolute() or not Path(source).is_file():
+        return spec
+    return str(Path(source).resolve().parent / spec)
 
 
 def _validate_server(data: JSONObject, unresolved_fields: set[str]) -> ServerConfig:
@@ -330,7 +344,7 @@ def _validation_problems(
 
 def _reason(error_type: str, message: str, loc: list[Any], data: Any, kind: Any) -> str:
     if error_type in ("union_tag_invalid", "union_tag_not_found"):
-        expected = "stdio, sse, http, websocket, tcp, builtin"
+        expected = "stdio, sse, http, websocket, tcp, builtin, openapi"
         return (
             f"unknown server type {kind!r} (expected one of: {expected})" if kind else f"type is required ({expected})"
         )

@@ -43,6 +43,8 @@ __all__ = [
     "LLMConfig",
     "NetworkServerConfig",
     "OAuthConfig",
+    "OpenAPIAuth",
+    "OpenAPIServerConfig",
     "ProtocolChoice",
     "SandboxConfig",
     "SecurityConfig",
@@ -382,6 +384,69 @@ class BuiltinServerConfig(_ServerBase):
         return self.builtin or self.name.replace("-", "_")
 
 
+class OpenAPIAuth(_Frozen):
+    """How an OpenAPI source authenticates its requests (``auth:`` of a ``type: openapi`` server).
+
+    ``bearer`` sends ``Authorization: Bearer TOKEN``; ``basic`` sends ``username``/``password``;
+    ``api_key`` sends ``value`` as the header, query parameter or cookie ``name`` (both default to
+    the document's ``apiKey`` security scheme when it declares exactly one). Values are secrets: write
+    them as ``${VAR}``.
+    """
+
+    type: Literal["bearer", "basic", "api_key"]
+    token: SecretStr | None = None
+    username: str | None = None
+    password: SecretStr | None = None
+    name: str | None = None
+    location: Literal["header", "query", "cookie"] | None = Field(None, alias="in")
+    value: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> OpenAPIAuth:
+        needed = {"bearer": ("token",), "basic": ("username", "password"), "api_key": ("value",)}[self.type]
+        missing = [field for field in needed if getattr(self, field) is None]
+        if missing:
+            raise ValueError(f"auth type {self.type!r} needs {' and '.join(missing)}")
+        return self
+
+
+class OpenAPIServerConfig(_ServerBase):
+    """A REST service described by an OpenAPI 3.0/3.1 or Swagger 2.0 document, served as MCP tools.
+
+    Each operation becomes a tool; calls are HTTP requests to ``base_url`` (default: the document's
+    server). A server URL taken from the document that points at a private, loopback or link-local
+    address is refused unless ``allow_private_network`` (an explicit ``base_url`` is trusted).
+    """
+
+    type: Literal["openapi"] = "openapi"
+    spec: str = Field(min_length=1)
+    """A path to the document (JSON or YAML) or its ``http(s)://`` URL."""
+    base_url: str | None = None
+    auth: OpenAPIAuth | None = None
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    include_tags: tuple[str, ...] = ()
+    exclude_tags: tuple[str, ...] = ()
+    include_operations: tuple[str, ...] = ()
+    """Globs over operationIds (or generated tool names); empty means every operation."""
+    exclude_operations: tuple[str, ...] = ()
+    verify_tls: bool = True
+    allow_private_network: bool = False
+    max_response_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+
+    _one_item = field_validator(
+        "include_tags", "exclude_tags", "include_operations", "exclude_operations", mode="before"
+    )(_one_item_list)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_base(cls, value: str | None) -> str | None:
+        if value is None or "${" in value:
+            return value
+        if not re.match(r"(?i)https?://[^/?#\s]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
 _SERVER_TYPES = (
     StdioServerConfig,
     SseServerConfig,
@@ -389,6 +454,7 @@ _SERVER_TYPES = (
     WebSocketServerConfig,
     TcpServerConfig,
     BuiltinServerConfig,
+    OpenAPIServerConfig,
 )
 _AnyServerConfig = Annotated[
     StdioServerConfig
@@ -396,7 +462,8 @@ _AnyServerConfig = Annotated[
     | StreamableHttpServerConfig
     | WebSocketServerConfig
     | TcpServerConfig
-    | BuiltinServerConfig,
+    | BuiltinServerConfig
+    | OpenAPIServerConfig,
     Field(discriminator="type"),
 ]
 

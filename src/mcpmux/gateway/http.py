@@ -62,6 +62,8 @@ class HttpOptions:
     json_response: bool = False
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     shutdown_timeout_s: int = 2
+    extra: ASGIApp | None = None
+    """An app for every other path, behind the same rules (the REST API at ``/api``)."""
 
 
 def _new_transport(sessions: StreamableHTTPSessionManager) -> StreamableHTTPServerTransport:
@@ -102,6 +104,8 @@ def build_app(gateway: Gateway, options: HttpOptions) -> ASGIApp:
     ]
     if options.sse:
         routes += _sse_routes(gateway, transport_security, options.security.max_body_bytes)
+    if options.extra is not None:
+        routes.append(Mount("/", app=options.extra))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

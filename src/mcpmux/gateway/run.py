@@ -18,12 +18,13 @@ import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import anyio
 import anyio.abc
 from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp
 
 from mcpmux.config.models import Config
 from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError, UsageError
@@ -63,6 +64,8 @@ class ServeOptions:
     ws_security: HttpSecurity | None = None
     separator: str = DEFAULT_SEPARATOR
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
+    api: Callable[[Host, HttpSecurity], ASGIApp] | None = None
+    """Makes the REST API over the gateway's host, served beside ``/mcp`` (``None``: no API)."""
 
 
 def http_security(
@@ -147,6 +150,9 @@ async def _serve(
         callbacks=downstream.client_callbacks(), wait=not options.stdio, connection_factory=connection_factory,
     )  # fmt: skip
     async with host, anyio.create_task_group() as tg:
+        if options.api is not None and options.http is not None:
+            http = replace(options.http, extra=options.api(host, options.http.security))
+            options = replace(options, http=http)
         gateway = Gateway(host, downstream=downstream, separator=options.separator)
         stop = anyio.Event()
         # Subscribed before the first attempts end, so no upstream arriving later goes unannounced.

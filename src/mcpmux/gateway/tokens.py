@@ -28,12 +28,15 @@ from pathlib import Path
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.policy import StateStore
 
-__all__ = ["APPROVE_SCOPE", "TOKEN_PREFIX", "TokenInfo", "TokenStore", "hash_token"]
+__all__ = ["API_SCOPES", "APPROVE_SCOPE", "DEFAULT_API_SCOPES", "TOKEN_PREFIX", "TokenInfo", "TokenStore", "hash_token"]
 
 logger = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "mcpmux_"
 APPROVE_SCOPE = "mcpmux:approve"
+API_SCOPES = ("read", "execute", "admin")
+"""What a token may do on the REST API: read (list), execute (call tools), admin (change sources)."""
+DEFAULT_API_SCOPES = ("read", "execute")
 TOKEN_BYTES = 32
 MARKER_SUFFIX = ".tokens"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
@@ -43,7 +46,8 @@ CREATE TABLE IF NOT EXISTS gateway_tokens (
     name TEXT PRIMARY KEY,
     hash TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL,
-    can_approve INTEGER NOT NULL DEFAULT 0
+    can_approve INTEGER NOT NULL DEFAULT 0,
+    scopes TEXT NOT NULL DEFAULT 'read,execute'
 )
 """
 
@@ -55,11 +59,16 @@ class TokenInfo:
     name: str
     created_at: float
     can_approve: bool = False
+    api_scopes: tuple[str, ...] = DEFAULT_API_SCOPES
 
     @property
     def scopes(self) -> list[str]:
         """The scopes of the token's access (``mcpmux:approve`` when it may approve)."""
         return [APPROVE_SCOPE] if self.can_approve else []
+
+
+def _scopes(text: object) -> tuple[str, ...]:
+    return tuple(part for part in str(text or "").split(",") if part)
 
 
 def hash_token(token: str) -> str:
@@ -85,27 +94,35 @@ class TokenStore:
                 columns = {row[1] for row in db.execute("PRAGMA table_info(gateway_tokens)")}
                 if "can_approve" not in columns:
                     db.execute("ALTER TABLE gateway_tokens ADD COLUMN can_approve INTEGER NOT NULL DEFAULT 0")
+                if "scopes" not in columns:  # tokens made before the REST API: read and execute
+                    db.execute("ALTER TABLE gateway_tokens ADD COLUMN scopes TEXT NOT NULL DEFAULT 'read,execute'")
             self._ready = True
 
-    def create(self, name: str, *, can_approve: bool = False) -> str:
+    def create(self, name: str, *, can_approve: bool = False, scopes: tuple[str, ...] = DEFAULT_API_SCOPES) -> str:
         """Make a token called ``name`` and return it (the only time it is visible).
 
         A gateway already running accepts it from its next request on. ``can_approve``: its caller
         may answer approval questions (for its own calls only).
 
+        ``scopes``: what it may do on the REST API (:data:`API_SCOPES`).
+
         Raises:
-            ConfigError: the name is malformed or already taken.
+            ConfigError: the name is malformed or already taken, or a scope is unknown.
         """
         if not _NAME.fullmatch(name):
             raise ConfigError([ConfigProblem("token", "name", f"{name!r} must match {_NAME.pattern}")])
+        unknown = sorted(set(scopes) - set(API_SCOPES))
+        if unknown:
+            reason = f"unknown scope(s) {', '.join(unknown)} (known: {', '.join(API_SCOPES)})"
+            raise ConfigError([ConfigProblem("token", "scopes", reason)])
         self._ensure()
         token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
         with self.store.write() as db:
             if db.execute("SELECT 1 FROM gateway_tokens WHERE name = ?", (name,)).fetchone():
                 raise ConfigError([ConfigProblem("token", "name", f"a token called {name!r} exists; revoke it first")])
             db.execute(
-                "INSERT INTO gateway_tokens (name, hash, created_at, can_approve) VALUES (?, ?, ?, ?)",
-                (name, hash_token(token), time.time(), int(can_approve)),
+                "INSERT INTO gateway_tokens (name, hash, created_at, can_approve, scopes) VALUES (?, ?, ?, ?, ?)",
+                (name, hash_token(token), time.time(), int(can_approve), ",".join(sorted(set(scopes)))),
             )
         self._changed()
         return token
@@ -114,8 +131,10 @@ class TokenStore:
         """Every token, by name."""
         self._ensure()
         with self.store.read() as db:
-            rows = db.execute("SELECT name, created_at, can_approve FROM gateway_tokens ORDER BY name").fetchall()
-        return [TokenInfo(name, created_at, bool(can_approve)) for name, created_at, can_approve in rows]
+            rows = db.execute(
+                "SELECT name, created_at, can_approve, scopes FROM gateway_tokens ORDER BY name"
+            ).fetchall()
+        return [TokenInfo(n, created_at, bool(approve), _scopes(scopes)) for n, created_at, approve, scopes in rows]
 
     def revoke(self, name: str) -> bool:
         """Delete the token ``name``; return whether it existed (a running gateway refuses it at once)."""
@@ -134,6 +153,10 @@ class TokenStore:
         info = self.check(token)
         return info.name if info is not None else None
 
+    def named(self, name: str) -> TokenInfo | None:
+        """The token called ``name`` if it exists now (from the same cache as :meth:`check`)."""
+        return next((info for info in self._current().values() if info.name == name), None)
+
     def check(self, token: str) -> TokenInfo | None:
         """What ``token`` is (name, may it approve), or ``None`` if it is unknown or revoked."""
         return self._current().get(hash_token(token))
@@ -144,8 +167,8 @@ class TokenStore:
         seen = self._marker_state()
         if self._hashes is None or seen != self._seen:
             with self.store.read() as db:
-                rows = db.execute("SELECT hash, name, created_at, can_approve FROM gateway_tokens").fetchall()
-            self._hashes = {str(h): TokenInfo(str(n), float(c), bool(a)) for h, n, c, a in rows}
+                rows = db.execute("SELECT hash, name, created_at, can_approve, scopes FROM gateway_tokens").fetchall()
+            self._hashes = {str(h): TokenInfo(str(n), float(c), bool(a), _scopes(sc)) for h, n, c, a, sc in rows}
             self._seen = seen
         return self._hashes
 

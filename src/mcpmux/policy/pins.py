@@ -61,7 +61,7 @@ def server_identity(server: ServerConfig, project: Path | str) -> str:
     a built-in's kind and root), never its name, environment or headers (secrets stay out).
     """
     fields: dict[str, object] = {"type": server.type, "project": str(project)}
-    for name in ("command", "args", "cwd", "url", "root", "database"):
+    for name in ("command", "args", "cwd", "url", "root", "database", "spec", "base_url"):
         value = getattr(server, name, None)
         if value is not None:
             fields[name] = value if isinstance(value, str | tuple) else str(value)

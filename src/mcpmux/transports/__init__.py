@@ -49,6 +49,7 @@ OPENERS: dict[str, tuple[str, str]] = {
     "sse": ("mcpmux.transports.http", "open_sse"),
     "http": ("mcpmux.transports.http", "open_streamable_http"),
     "builtin": ("mcpmux.transports.inprocess", "open_builtin"),
+    "openapi": ("mcpmux.transports.openapi", "open_openapi"),
 }
 """``type`` of a server entry -> (module, function) that opens it."""
 

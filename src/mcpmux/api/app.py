@@ -1,0 +1,344 @@
+"""The REST API (FastAPI): sources, their tools, execution under policy, servers and audit.
+
+Routes live under ``/api``; the document of the API itself is ``/api/openapi.json`` and its docs
+``/api/docs``. Reads need the scope ``read``, ``POST /api/tools/execute`` needs ``execute``, changes
+to sources need ``admin``. A request without a token is let in only where no token is required (a
+loopback bind with no token made), and then may do everything, like the person at the machine.
+"""
+
+# No ``from __future__ import annotations`` here: FastAPI reads the route functions' annotations at
+# run time, and the ``Annotated`` dependency aliases are locals of create_app.
+import socket
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import anyio
+from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi.routing import APIRouter
+
+from mcpmux.api.models import (
+    ExecuteRequest,
+    ExecuteResult,
+    Problem,
+    ServerState,
+    SourceCreate,
+    SourceOut,
+    SourcePatch,
+    SyncResult,
+    ToolOut,
+)
+from mcpmux.api.problems import ApiProblem, install
+from mcpmux.api.runtime import ApiRuntime
+from mcpmux.errors import MCPMuxError, NotFound
+from mcpmux.gateway.security import Gatekeeper
+from mcpmux.sources.models import ExecutionMode, SourceSpec, SourceTool
+
+__all__ = ["API_PREFIX", "Caller", "create_app"]
+
+API_PREFIX = "/api"
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "description": text}
+    for status, text in (
+        (400, "Bad request"), (401, "No valid token"), (403, "Forbidden (scope, policy)"), (404, "Not found"),
+        (409, "Conflict"), (422, "Invalid input"), (502, "Upstream failed"), (503, "Server unavailable"),
+    )
+}  # fmt: skip
+
+
+class Caller:
+    """Who calls: a token's name and scopes, or the local user (no token required)."""
+
+    def __init__(self, name: str | None, scopes: tuple[str, ...]) -> None:
+        self.name, self.scopes = name, scopes
+
+    @property
+    def audit_name(self) -> str:
+        """How the audit log names the caller (``token:NAME``, or ``local``)."""
+        return f"token:{self.name}" if self.name else "local"
+
+
+def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifespan: Any = None) -> FastAPI:
+    """The API app over the runtime that ``runtime_of`` returns (set once the app's lifespan started).
+
+    Args:
+        runtime_of: returns the running :class:`ApiRuntime`.
+        gate: the token checks (the gateway's tokens and rules).
+        lifespan: the app's lifespan (starts the runtime), or ``None`` when the caller runs it.
+    """
+    app = FastAPI(
+        title="mcpmux",
+        summary="Sources (MCP servers and OpenAPI services), their tools, and execution under policy.",
+        version="1",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    install(app)
+
+    def caller(request: Request) -> Caller:
+        # The security middleware checked the token (and took the header off): it left who it was.
+        user = request.scope.get("user")
+        name = getattr(getattr(user, "access_token", None), "client_id", None)
+        tokens = gate.security.tokens
+        info = tokens.named(name) if tokens is not None and isinstance(name, str) else None
+        if info is not None:
+            return Caller(info.name, info.api_scopes)
+        if gate.tokens_required():
+            raise ApiProblem(401, "Unauthorized", "a valid bearer token is required (mcpmux token create NAME)")
+        return Caller(None, ("read", "execute", "admin"))
+
+    def needs(scope: str) -> Callable[[Caller], Caller]:
+        def check(who: Annotated[Caller, Depends(caller)]) -> Caller:
+            if scope not in who.scopes:
+                detail = f"token {who.name!r} lacks the scope {scope!r} (mcpmux token create NAME --scope {scope})"
+                raise ApiProblem(403, "Forbidden", detail)
+            return who
+
+        return check
+
+    reader = Annotated[Caller, Depends(needs("read"))]
+    executor = Annotated[Caller, Depends(needs("execute"))]
+    admin = Annotated[Caller, Depends(needs("admin"))]
+    router = APIRouter(prefix=API_PREFIX, responses=_PROBLEMS)
+
+    @router.get("/sources", response_model=list[SourceOut])
+    async def list_sources(who: reader) -> list[dict[str, Any]]:
+        """Every source: registered ones, and the configuration's servers (read-only)."""
+        rt = runtime_of()
+        registered = await rt.registry_call(rt.registry.all)
+        return [s.to_json() for s in registered] + [_configured(rt, name) for name in rt.configured()]
+
+    @router.post("/sources", response_model=SourceOut, status_code=201)
+    async def create_source(body: SourceCreate, who: admin) -> dict[str, Any]:
+        """Register a source; nothing is stored unless all of it is valid."""
+        rt = runtime_of()
+        spec = _spec(body)
+        _refuse_processes(rt, spec)
+        if who.name is not None:
+            await _refuse_private_targets(spec)
+        if spec.source_type == "openapi":
+            await _check_openapi(spec)
+        source = await rt.registry_call(lambda: rt.registry.add(spec, reserved=rt.configured()))
+        try:
+            await rt.joined(source)
+        except MCPMuxError:
+            await rt.registry_call(rt.registry.remove, source.id)
+            raise
+        return source.to_json()
+
+    @router.get("/sources/{source_id}", response_model=SourceOut)
+    async def get_source(source_id: str, who: reader) -> dict[str, Any]:
+        """One source by id or name."""
+        rt = runtime_of()
+        if source_id in rt.configured():
+            return _configured(rt, source_id)
+        source = await rt.registry_call(rt.registry.get, source_id)
+        return source.to_json()
+
+    @router.patch("/sources/{source_id}", response_model=SourceOut)
+    async def patch_source(source_id: str, body: SourcePatch, who: admin) -> dict[str, Any]:
+        """Change a registered source's description, lifecycle or variable values."""
+        rt = runtime_of()
+        _writable(rt, source_id)
+        changes: dict[str, Any] = {}
+        if body.description is not None:
+            changes["description"] = body.description
+        if body.lifecycle_mode is not None:
+            changes["lifecycle"] = body.lifecycle_mode
+        if body.environment is not None:
+            changes["environment"] = body.environment
+        source = await rt.registry_call(rt.registry.update, source_id, changes)
+        await rt.joined(source)
+        return source.to_json()
+
+    @router.delete("/sources/{source_id}", status_code=204)
+    async def delete_source(source_id: str, who: admin) -> Response:
+        """Unregister a source (its secrets and tools go with it)."""
+        rt = runtime_of()
+        _writable(rt, source_id)
+        removed = await rt.registry_call(rt.registry.remove, source_id)
+        await rt.left(removed.name)
+        return Response(status_code=204)
+
+    @router.post("/sources/{source_id}/sync", response_model=SyncResult)
+    async def sync(source_id: str, who: admin) -> dict[str, Any]:
+        """Connect the source, store the tools it lists and return them."""
+        rt = runtime_of()
+        _writable(rt, source_id)
+        tools = await rt.sync(source_id)
+        return {"tools_discovered": len(tools), "tools": [t.to_json() for t in tools]}
+
+    @router.get("/tools", response_model=list[ToolOut])
+    async def list_tools(
+        who: reader,
+        source: Annotated[str | None, Query(max_length=64)] = None,
+        q: Annotated[str | None, Query(max_length=200, description="text in the name or description")] = None,
+    ) -> list[dict[str, Any]]:
+        """Tools of the registered sources (as last synced) and of the configuration's servers (live)."""
+        rt = runtime_of()
+        stored = await rt.registry_call(lambda: rt.registry.tools(source=source, search=q))
+        return [t.to_json() for t in stored] + [t.to_json() for t in _live_tools(rt, source, q)]
+
+    @router.get("/tools/{tool_id}", response_model=ToolOut)
+    async def get_tool(tool_id: str, who: reader) -> dict[str, Any]:
+        """One tool by ``SOURCE:TOOL``."""
+        rt = runtime_of()
+        source, _, name = tool_id.partition(":")
+        found = await rt.registry_call(lambda: rt.registry.tools(source=source)) if source else []
+        found += _live_tools(rt, source, None)
+        for tool in found:
+            if tool.name == name:
+                return tool.to_json()
+        raise NotFound("tool", tool_id, [t.tool_id for t in found][:3])
+
+    @router.post("/tools/execute", response_model=ExecuteResult)
+    async def execute(body: ExecuteRequest, who: executor) -> dict[str, Any]:
+        """Call a tool through the guard (allow/deny, pins, approval, audit naming the token)."""
+        rt = runtime_of()
+        result = await rt.guard.call_tool(body.tool_id, body.arguments, caller=who.audit_name)
+        content = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+        return {
+            "success": not result.is_error,
+            "is_error": bool(result.is_error),
+            "content": content,
+            "structured_content": result.structured_content,
+        }
+
+    @router.get("/servers", response_model=list[ServerState])
+    async def servers(who: reader) -> list[dict[str, Any]]:
+        """Every server's state and the reason for it."""
+        return [
+            {"name": s.name, "type": s.type, "state": str(s.state), "reason": s.reason, "tools": s.tools,
+             "restarts": s.restarts}
+            for s in runtime_of().manager.status()
+        ]  # fmt: skip
+
+    @router.get("/audit")
+    async def audit(
+        who: reader,
+        since_s: Annotated[float | None, Query(ge=0, le=10**9, description="only the last N seconds")] = None,
+        server: Annotated[str | None, Query(max_length=64)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    ) -> list[dict[str, Any]]:
+        """Audit rows, newest first."""
+        rt = runtime_of()
+        since = time.time() - since_s if since_s is not None else None
+        rows = await rt.registry_call(lambda: rt.guard.audit.query(since=since, server=server, limit=limit))
+        return [r.to_json() for r in rows]
+
+    app.include_router(router)
+    return app
+
+
+def _spec(body: SourceCreate) -> SourceSpec:
+    mcp = body.mcp_config
+    config: dict[str, Any] = {}
+    environment = dict(body.environment)
+    lifecycle = "singleton"
+    manifest = None
+    if body.source_type == "openapi":
+        config = dict(body.openapi_config or {})
+    elif mcp is not None:
+        extra = dict(mcp.model_extra or {})
+        config, manifest, lifecycle = extra, mcp.manifest, mcp.lifecycle_mode
+        environment.update(mcp.environment)
+    return SourceSpec(
+        name=body.name, source_type=body.source_type, description=body.description, url=body.url,
+        manifest=manifest, config=config, environment=environment,
+        lifecycle="transient" if lifecycle == "transient" else "singleton",
+    )  # fmt: skip
+
+
+def _refuse_processes(rt: ApiRuntime, spec: SourceSpec) -> None:
+    """A network caller may not make this host start a program, unless the host allowed it."""
+    if rt.allow_process_sources:
+        return
+    stdio = spec.config.get("type", "stdio" if "command" in spec.config else None) == "stdio"
+    manifest = spec.manifest is not None or ((spec.url or "").startswith("file://") and spec.source_type == "mcp")
+    if stdio or manifest:
+        detail = (
+            "this source would start a process on the host; register it there (`mcpmux sources add`) or "
+            "start the API with --allow-process-sources"
+        )
+        raise ApiProblem(403, "Forbidden", detail)
+
+
+async def _refuse_private_targets(spec: SourceSpec) -> None:
+    """A token holder may not point this host at its own network (server-side request forgery).
+
+    The spec URL, an OpenAPI ``base_url`` and a remote MCP URL must resolve to public addresses, and
+    ``allow_private_network`` is not theirs to set; the local user (no token required) may do both.
+    """
+    from urllib.parse import urlsplit
+
+    from mcpmux.servers.openapi.execute import is_public_address
+
+    if spec.config.get("allow_private_network"):
+        raise ApiProblem(403, "Forbidden", "allow_private_network may be set only by the local user")
+    urls = [u for u in (spec.url, spec.config.get("base_url"), spec.config.get("url")) if isinstance(u, str)]
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https"):
+            continue
+        try:
+            infos = await anyio.getaddrinfo(parts.hostname or "", parts.port or 443, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ApiProblem(422, "Unreachable", f"cannot resolve {parts.hostname!r}: {exc}") from exc
+        private = sorted({str(i[4][0]) for i in infos if not is_public_address(str(i[4][0]))})
+        if private:
+            detail = (
+                f"{url} resolves to a non-public address ({', '.join(private)}); only the local user "
+                "may register sources on this host's own network"
+            )
+            raise ApiProblem(403, "Forbidden", detail)
+
+
+async def _check_openapi(spec: SourceSpec) -> None:
+    """Read and convert the document before anything is stored (a bad one is a 422)."""
+    from mcpmux.servers.openapi import load_spec, operations_of, target_of
+    from mcpmux.sources.entries import materialise, prepare
+
+    prepared = prepare(spec)
+    server = materialise(spec.name, prepared.entry, {**prepared.plain, **prepared.secrets}, spec.lifecycle)
+    from mcpmux.config.models import OpenAPIServerConfig
+
+    assert isinstance(server, OpenAPIServerConfig)
+    document = await load_spec(server.spec, verify_tls=server.verify_tls)
+    operations_of(server, document)
+    target_of(server, document)
+
+
+def _writable(rt: ApiRuntime, key: str) -> None:
+    if key in rt.configured():
+        raise ApiProblem(409, "Read-only source", f"{key!r} comes from a configuration file; edit that file")
+
+
+def _configured(rt: ApiRuntime, name: str) -> dict[str, Any]:
+    server = next(s for s in rt.config.servers if s.name == name)
+    status = {s.name: s for s in rt.manager.status()}.get(name)
+    return {
+        "id": name, "name": name, "description": server.description or "",
+        "source_type": "openapi" if server.type == "openapi" else "mcp", "url": getattr(server, "url", None),
+        "lifecycle_mode": "transient" if server.lazy else "singleton", "config": {"type": server.type},
+        "variables": [], "environment": {}, "read_only": True, "origin": "config",
+        "created_at": None, "updated_at": None, "synced_at": None,
+        "state": str(status.state) if status else None,
+    }  # fmt: skip
+
+
+def _live_tools(rt: ApiRuntime, source: str | None, search: str | None) -> list[SourceTool]:
+    configured = set(rt.configured())
+    out = []
+    for tool in rt.guard.tools():
+        if tool.server not in configured or (source is not None and tool.server != source) or tool.synthetic:
+            continue
+        if search and search.lower() not in (tool.tool + " " + tool.description).lower():
+            continue
+        server = next(s for s in rt.config.servers if s.name == tool.server)
+        mode: ExecutionMode = "sync_http" if server.type == "openapi" else "mcp_call"
+        out.append(
+            SourceTool(tool.server, tool.server, tool.tool, tool.description, tool.input_schema, tool.annotations, mode)
+        )
+    return out

@@ -1,0 +1,77 @@
+"""The REST API as one ASGI app: its runtime started in the lifespan, behind the gateway's HTTP rules.
+
+The same ``Origin``/``Host`` checks, body cap and bearer tokens as ``/mcp``
+(:class:`~mcpmux.gateway.security.SecurityMiddleware`); a bind off loopback requires a token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+from mcpmux.api.app import create_app
+from mcpmux.api.runtime import ApiRuntime, open_runtime, runtime_over
+from mcpmux.config.models import Config
+from mcpmux.gateway.security import Gatekeeper, HttpSecurity, SecurityMiddleware
+from mcpmux.gateway.tokens import TokenStore
+from mcpmux.host import Host
+from mcpmux.policy import StateStore
+from mcpmux.sources.registry import SourceRegistry
+
+__all__ = ["build_api", "mounted_api"]
+
+
+def build_api(
+    config: Config,
+    registry: SourceRegistry,
+    *,
+    store: StateStore | None = None,
+    security: HttpSecurity | None = None,
+    allow_process_sources: bool = False,
+) -> ASGIApp:
+    """The API app, serving ``config``'s servers and ``registry``'s sources while it runs.
+
+    Args:
+        config: the configuration (its servers are listed read-only).
+        registry: the source registry.
+        store: the state database (pins, approvals, audit, tokens); default the data dir's.
+        security: the HTTP rules; default loopback-only with the store's tokens.
+        allow_process_sources: let network callers register sources that start a process.
+    """
+    state = store or StateStore()
+    tokens = TokenStore(state)
+    rules = security or HttpSecurity(tokens=tokens)
+    holder: list[ApiRuntime] = []
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_runtime(
+            config, registry, store=state, tokens=tokens, allow_process_sources=allow_process_sources
+        ) as runtime:
+            holder.append(runtime)
+            try:
+                yield
+            finally:
+                holder.clear()
+
+    def runtime_of() -> ApiRuntime:
+        return holder[0]
+
+    app = create_app(runtime_of, Gatekeeper(rules), lifespan=lifespan)
+    return SecurityMiddleware(app, rules)
+
+
+def mounted_api(
+    host: Host,
+    security: HttpSecurity,
+    config: Config,
+    registry: SourceRegistry,
+    *,
+    allow_process_sources: bool = False,
+) -> ASGIApp:
+    """The API over a running host, to serve beside ``/mcp`` (behind the gateway's own middleware)."""
+    runtime = runtime_over(host, config, registry, tokens=security.tokens, allow_process_sources=allow_process_sources)
+    return create_app(lambda: runtime, Gatekeeper(security))

@@ -1,0 +1,98 @@
+"""``mcpmux api``: the REST API on its own (sources, tools, execute, servers, audit)."""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import click
+
+from mcpmux.cli.output import redact_logs, state
+
+__all__ = ["api_cmd"]
+
+_READY_POLL_S = 0.05
+
+
+@click.command("api")
+@click.option("--http", "http_addr", default="127.0.0.1:8766", show_default=True, metavar="HOST:PORT")
+@click.option(
+    "--db",
+    "db_url",
+    metavar="URL",
+    envvar="MCPMUX_DB",
+    help="The source registry (default: the data dir's sources.db).",
+)
+@click.option("--allow-process-sources", is_flag=True, help="Let API callers register sources that start a process.")
+@click.option("--ssl-certfile", type=click.Path(exists=True, dir_okay=False), help="Serve HTTPS with this certificate.")
+@click.option("--ssl-keyfile", type=click.Path(exists=True, dir_okay=False), help="The certificate's key.")
+@click.option("--insecure-http", is_flag=True, help="Accept tokens over plain HTTP off loopback.")
+@click.option("--allow-host", multiple=True, metavar="HOST[:PORT|:*]", help="Another accepted Host header.")
+@click.option("--allow-origin", multiple=True, metavar="ORIGIN", help="Another accepted Origin.")
+def api_cmd(
+    http_addr: str,
+    db_url: str | None,
+    allow_process_sources: bool,
+    ssl_certfile: str | None,
+    ssl_keyfile: str | None,
+    insecure_http: bool,
+    allow_host: tuple[str, ...],
+    allow_origin: tuple[str, ...],
+) -> None:
+    """Serve the REST API (/api/*, its document at /api/openapi.json, docs at /api/docs).
+
+    Binds 127.0.0.1 by default. Another address needs a token (mcpmux token create NAME --scope ...)
+    and TLS (--ssl-certfile/--ssl-keyfile) or --insecure-http.
+    """
+    import uvicorn
+
+    from mcpmux.api.serve import build_api
+    from mcpmux.config import load_config
+    from mcpmux.gateway.run import http_security
+    from mcpmux.gateway.security import is_loopback
+    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.policy import StateStore
+    from mcpmux.sources.registry import SourceRegistry
+
+    host, _, port_text = http_addr.rpartition(":")
+    if not host or not port_text.isdigit():
+        raise click.UsageError(f"--http wants HOST:PORT, got {http_addr!r}")
+    if not is_loopback(host) and not (ssl_certfile or insecure_http):
+        raise click.UsageError("off loopback the API needs TLS (--ssl-certfile, --ssl-keyfile) or --insecure-http")
+    config = load_config(state().config_path)
+    registry = SourceRegistry(db_url)
+    redact_logs(config.secret_values)
+    store = StateStore()
+    security = http_security(
+        host, TokenStore(store), require_auth=not is_loopback(host), allow_hosts=allow_host,
+        allow_origins=allow_origin, max_body_bytes=4 * 1024 * 1024, option="--http",
+    )  # fmt: skip
+    app = build_api(config, registry, store=store, security=security, allow_process_sources=allow_process_sources)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=int(port_text),
+            log_level="warning",
+            lifespan="on",
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+        )
+    )
+    scheme = "https" if ssl_certfile else "http"
+
+    async def run() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve)
+            while not server.started:
+                if server.should_exit:
+                    return
+                await anyio.sleep(_READY_POLL_S)
+            bound = server.servers[0].sockets[0].getsockname()[1]
+            print(f"mcpmux: serving {scheme}://{host}:{bound}/api", file=sys.stderr, flush=True)
+
+    try:
+        anyio.run(run)
+    finally:
+        registry.close()
+        store.close()

@@ -1,0 +1,210 @@
+"""Attacks on the REST API: callers without the right token or scope, web pages (Origin, Host),
+oversized bodies, a network caller making the host start a program, hostile documents and
+manifests (each a 4xx problem, nothing half-registered), and secrets that must never come back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from mcpmux.api.serve import build_api
+from mcpmux.config.models import Config, OpenAPIServerConfig, SecurityConfig
+from mcpmux.gateway.tokens import TokenStore
+from mcpmux.policy import StateStore
+from mcpmux.sources import SourceRegistry
+from tests.sources.conftest import KEY
+
+SECRET = "never-show-this-secret-77"
+
+
+@contextmanager
+def api(tmp_path: Path, *, config: Config | None = None) -> Iterator[tuple[TestClient, StateStore]]:
+    registry = SourceRegistry(f"sqlite:///{tmp_path / 'sources.db'}", key=KEY)
+    store = StateStore(tmp_path / "state.db")
+    app = build_api(config or Config(security=SecurityConfig(pinning="off")), registry, store=store)
+    try:
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            yield client, store
+    finally:
+        registry.close()
+        store.close()
+
+
+def _openapi(tmp_path: Path, paths: dict[str, object], **extra: object) -> str:
+    spec = tmp_path / f"spec{len(list(tmp_path.glob('spec*')))}.json"
+    spec.write_text(json.dumps({"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "paths": paths, **extra}))
+    return f"file://{spec}"
+
+
+def _registered(client: TestClient) -> list[str]:
+    return [s["name"] for s in client.get("/api/sources").json() if not s["read_only"]]
+
+
+def test_once_a_token_exists_every_request_needs_one_and_its_scope(tmp_path: Path) -> None:
+    with api(tmp_path) as (client, store):
+        tokens = TokenStore(store)
+        reader = tokens.create("reader", scopes=("read",))
+        runner = tokens.create("runner", scopes=("read", "execute"))
+        admin = tokens.create("boss", scopes=("read", "execute", "admin"))
+        assert client.get("/api/sources").status_code == 401
+        assert client.get("/api/sources", headers={"Authorization": "Bearer mcpmux_forged"}).status_code == 401
+        as_reader = {"Authorization": f"Bearer {reader}"}
+        assert client.get("/api/sources", headers=as_reader).status_code == 200
+        body = {"tool_id": "x:y", "arguments": {}}
+        refused = client.post("/api/tools/execute", json=body, headers=as_reader)
+        assert refused.status_code == 403 and "execute" in refused.json()["detail"]
+        source = {"name": "remote", "source_type": "mcp", "url": "http://127.0.0.1:9/mcp"}
+        for who in (reader, runner):
+            answer = client.post("/api/sources", json=source, headers={"Authorization": f"Bearer {who}"})
+            assert answer.status_code == 403
+        assert (
+            client.post("/api/tools/execute", json=body, headers={"Authorization": f"Bearer {runner}"}).status_code
+            == 404
+        )
+        tokens.revoke("boss")
+        assert client.get("/api/sources", headers={"Authorization": f"Bearer {admin}"}).status_code == 401
+
+
+def test_a_web_page_cannot_use_the_api(tmp_path: Path) -> None:
+    with api(tmp_path) as (client, _):
+        foreign = client.post(
+            "/api/sources",
+            json={"name": "x", "source_type": "mcp", "url": "http://127.0.0.1:9/mcp"},
+            headers={"Origin": "http://evil.example"},
+        )
+        assert foreign.status_code == 403
+        rebound = client.get("/api/sources", headers={"Host": "evil.example"})
+        assert rebound.status_code == 421
+        assert _registered(client) == []
+
+
+def test_an_oversized_body_is_refused(tmp_path: Path) -> None:
+    with api(tmp_path) as (client, _):
+        huge = {"tool_id": "a:b", "arguments": {"x": "y" * (5 * 1024 * 1024)}}
+        assert client.post("/api/tools/execute", json=huge).status_code == 413
+
+
+def test_a_network_caller_cannot_make_the_host_start_a_program(tmp_path: Path) -> None:
+    manifest = {"name": "evil", "packages": [{"registryType": "npm", "identifier": "evil-package"}]}
+    attempts = [
+        {"name": "evil", "source_type": "mcp", "mcp_config": {"command": "sh", "args": ["-c", "touch /tmp/pwned"]}},
+        {"name": "evil", "source_type": "mcp", "mcp_config": {"type": "stdio", "command": "sh"}},
+        {"name": "evil", "source_type": "mcp", "mcp_config": {"manifest": manifest}},
+        {"name": "evil", "source_type": "mcp", "url": f"file://{tmp_path}"},
+    ]
+    with api(tmp_path) as (client, _):
+        for body in attempts:
+            answer = client.post("/api/sources", json=body)
+            assert answer.status_code == 403, (body, answer.text)
+            assert answer.headers["content-type"] == "application/problem+json"
+        assert _registered(client) == []
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "not_openapi",
+        "five_thousand_operations",
+        "ref_cycle",
+        "external_ref",
+        "unreachable_spec",
+        "bad_name",
+        "unknown_field",
+    ],
+)
+def test_hostile_or_broken_input_is_a_4xx_problem_and_registers_nothing(tmp_path: Path, case: str) -> None:
+    body: dict[str, object] = {"name": "api", "source_type": "openapi"}
+    if case == "not_openapi":
+        (tmp_path / "page.json").write_text('{"hello": "world"}')
+        body["url"] = f"file://{tmp_path / 'page.json'}"
+    elif case == "five_thousand_operations":
+        body["url"] = _openapi(tmp_path, {f"/r{i}": {"get": {}} for i in range(5000)})
+    elif case == "ref_cycle":
+        params = {"P": {"$ref": "#/components/parameters/Q"}, "Q": {"$ref": "#/components/parameters/P"}}
+        paths = {"/p": {"get": {"parameters": [{"$ref": "#/components/parameters/P"}]}}}
+        body["url"] = _openapi(tmp_path, paths, components={"parameters": params})
+    elif case == "external_ref":
+        body["url"] = _openapi(tmp_path, {"/p": {"get": {"parameters": [{"$ref": "file:///etc/passwd"}]}}})
+    elif case == "unreachable_spec":
+        body["url"] = "http://127.0.0.1:9/openapi.json"
+    elif case == "bad_name":
+        body = {"name": "../../etc", "source_type": "mcp", "url": "http://127.0.0.1:9/mcp"}
+    else:
+        body = {"name": "api", "source_type": "mcp", "url": "http://127.0.0.1:9/mcp", "evil": True}
+    with api(tmp_path) as (client, _):
+        answer = client.post("/api/sources", json=body)
+        assert 400 <= answer.status_code < 500, answer.text
+        problem = answer.json()
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert {"type", "title", "status", "detail"} <= set(problem)
+        assert _registered(client) == []
+
+
+def test_secrets_never_come_back_and_configured_servers_are_read_only(tmp_path: Path) -> None:
+    spec = _openapi(tmp_path, {"/x": {"get": {"operationId": "x"}}})
+    configured = OpenAPIServerConfig(name="fromfile", spec=spec.removeprefix("file://"), base_url="http://127.0.0.1:9")
+    config = Config(servers=(configured,), security=SecurityConfig(pinning="off"))
+    body = {
+        "name": "api",
+        "source_type": "openapi",
+        "url": spec,
+        "openapi_config": {
+            "base_url": "http://127.0.0.1:9",
+            "auth": {"type": "api_key", "in": "header", "name": "K", "value": SECRET},
+        },
+    }
+    with api(tmp_path, config=config) as (client, _):
+        created = client.post("/api/sources", json=body)
+        assert created.status_code == 201, created.text
+        for path in ("/api/sources", "/api/sources/api", "/api/tools", "/api/servers", "/api/audit"):
+            assert SECRET not in client.get(path).text, path
+        patched = client.patch("/api/sources/api", json={"description": "d"})
+        assert patched.status_code == 200 and SECRET not in patched.text
+        assert client.delete("/api/sources/fromfile").status_code == 409
+        assert client.post("/api/sources/fromfile/sync").status_code == 409
+        listed = {s["name"]: s for s in client.get("/api/sources").json()}
+        assert listed["fromfile"]["read_only"] is True
+        taken = client.post("/api/sources", json={**body, "name": "fromfile"})
+        assert taken.status_code == 409
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "meta", "source_type": "openapi", "url": "http://169.254.169.254/openapi.json"},
+        {"name": "local", "source_type": "openapi", "url": "http://127.0.0.1:9/spec.json"},
+        {"name": "inner", "source_type": "mcp", "url": "http://10.0.0.5/mcp"},
+        {
+            "name": "viabase",
+            "source_type": "openapi",
+            "url": "https://api.example.invalid/x.json",
+            "openapi_config": {"allow_private_network": True},
+        },
+    ],
+)
+def test_a_token_holder_cannot_point_the_host_at_its_own_network(tmp_path: Path, body: dict[str, object]) -> None:
+    with api(tmp_path) as (client, store):
+        admin = TokenStore(store).create("boss", scopes=("read", "execute", "admin"))
+        headers = {"Authorization": f"Bearer {admin}"}
+        answer = client.post("/api/sources", json=body, headers=headers)
+        assert answer.status_code == 403, answer.text
+        assert [s["name"] for s in client.get("/api/sources", headers=headers).json() if not s["read_only"]] == []
+
+
+def test_a_token_holder_cannot_aim_an_openapi_base_url_inward(tmp_path: Path) -> None:
+    spec = _openapi(tmp_path, {"/x": {"get": {"operationId": "x"}}})
+    with api(tmp_path) as (client, store):
+        admin = TokenStore(store).create("boss", scopes=("read", "execute", "admin"))
+        body = {
+            "name": "a",
+            "source_type": "openapi",
+            "url": spec,
+            "openapi_config": {"base_url": "http://169.254.169.254/"},
+        }
+        answer = client.post("/api/sources", json=body, headers={"Authorization": f"Bearer {admin}"})
+        assert answer.status_code == 403 and "non-public" in answer.json()["detail"]
