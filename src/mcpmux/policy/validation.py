@@ -50,6 +50,8 @@ class ArgumentCheck:
         if validator is None:
             return
         try:
+            if validator.is_valid(arguments):  # the common case: stop at the first check, collect nothing
+                return
             problems = problems_of(validator.iter_errors(dict(arguments)))
         except referencing.exceptions.Unresolvable as exc:
             self._give_up(tool, f"its schema has a $ref mcpmux cannot resolve ({exc})")
