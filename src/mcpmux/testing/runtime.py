@@ -22,12 +22,12 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server import Server, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from mcpmux.testing.failures import Crash, Delay, Error, Failure, GarbageOutput, Hang, HugeResult, ListChangedAfter
 from mcpmux.testing.mock import Call, MockServer, MockTool
+from mcpmux.transports.base import ReadStream, WriteStream
 
 __all__ = ["GARBAGE_RESULT", "EraGate", "MockRuntime"]
 

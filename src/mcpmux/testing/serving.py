@@ -33,7 +33,6 @@ from typing import Any, Literal
 
 import anyio
 import anyio.abc
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
 from mcpmux.config.models import (
@@ -50,7 +49,7 @@ from mcpmux.connection import ClientCallbacks, Connection
 from mcpmux.errors import UsageError
 from mcpmux.testing.mock import Call, MockServer
 from mcpmux.testing.runtime import MockRuntime
-from mcpmux.transports.base import TransportStreams
+from mcpmux.transports.base import ReadStream, TransportStreams, WriteStream
 
 __all__ = ["TRANSPORTS", "Served", "TransportName", "serve"]
 
