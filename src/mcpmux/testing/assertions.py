@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpmux.testing.mock import Call, MockServer
 from mcpmux.testing.serving import Served
+from mcpmux.testing.spec import Call, MockSpec
 
 __all__ = ["assert_called"]
 
 
-def assert_called(server: MockServer | Served, tool: str, /, **arguments: Any) -> Call:
+def assert_called(server: MockSpec | Served, tool: str, /, **arguments: Any) -> Call:
     """Assert that ``tool`` was called (with exactly ``arguments``, if given); return the latest such call.
 
     Raises:

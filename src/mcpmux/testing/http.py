@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -25,11 +25,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcpmux._private.uvicorn import QuietServer
 from mcpmux.testing.failures import Crash, GarbageOutput
 from mcpmux.testing.runtime import EraGate, MockRuntime
 
@@ -48,11 +47,6 @@ def build_app(runtime: MockRuntime) -> MockGate:
     sessions = StreamableHTTPSessionManager(runtime, json_response=True, security_settings=security)
     sse = SseServerTransport("/messages/", security_settings=security)
 
-    async def handle_sse(request: Request) -> Response:
-        async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
-            await runtime.run(read, write, runtime.create_initialization_options())
-        return Response()
-
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with sessions.run():
@@ -60,10 +54,25 @@ def build_app(runtime: MockRuntime) -> MockGate:
 
     routes = [
         Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions)),
-        Route("/sse", endpoint=handle_sse, methods=["GET"]),
+        Route("/sse", endpoint=_SseStream(runtime, sse), methods=["GET"]),
         Mount("/messages/", app=sse.handle_post_message),
     ]
     return MockGate(Starlette(routes=routes, lifespan=lifespan), runtime)
+
+
+class _SseStream:
+    """``GET /sse`` as an ASGI app (Starlette runs a non-function endpoint as one).
+
+    The SSE transport writes its response to the ASGI ``send`` itself; a request endpoint would
+    have to dig ``send`` out of Starlette's ``Request`` (a private attribute).
+    """
+
+    def __init__(self, runtime: MockRuntime, sse: SseServerTransport) -> None:
+        self.runtime, self.sse = runtime, sse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self.sse.connect_sse(scope, receive, send) as (read, write):
+            await self.runtime.run(read, write, self.runtime.create_initialization_options())
 
 
 class MockGate:
@@ -212,14 +221,6 @@ async def _json(send: Send, payload: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: the test owns SIGINT."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
 def _bind(port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -263,7 +264,7 @@ async def _serve_once(app: ASGIApp, sock: socket.socket, stop: anyio.Event, cras
     config = uvicorn.Config(
         app, ws="none", lifespan="on", log_level="critical", access_log=False, timeout_graceful_shutdown=1
     )
-    server = _Server(config)
+    server = QuietServer(config)
 
     async def exit_on(event: anyio.Event, force: bool) -> None:
         await event.wait()

@@ -22,14 +22,13 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
 from mcpmux.config.display import redact
 from mcpmux.config.models import NetworkServerConfig, ServerConfig, Settings, StdioServerConfig
 from mcpmux.connection import ClientCallbacks, Connection
 from mcpmux.policy.audit import redact_arguments
-from mcpmux.transports.base import TransportStreams
+from mcpmux.transports.base import ReadStream, TransportStreams, WriteStream
 
 __all__ = ["Recorder", "server_secrets"]
 

@@ -25,9 +25,9 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from mcpmux.errors import UsageError
-from mcpmux.testing.mock import MockServer, MockTool
+from mcpmux.testing.spec import MockSpec, MockTool
 
-__all__ = ["ANSWERED_METHODS", "Exchange", "Match", "ReplayBook", "replay_server"]
+__all__ = ["ANSWERED_METHODS", "Exchange", "Match", "ReplayBook", "read_recording", "replay_into"]
 
 Match = Literal["strict", "lenient"]
 ANSWERED_METHODS = ("tools/call", "resources/read", "prompts/get")
@@ -117,11 +117,8 @@ def read_recording(path: Path) -> tuple[dict[str, Any], list[Exchange]]:
     return session, exchanges
 
 
-def replay_server(path: Path, *, match: Match = "strict", name: str | None = None) -> MockServer:
-    """A mock serving the recording at ``path`` (see the module docstring)."""
-    session, exchanges = read_recording(path)
-    info = session.get("server_info") or {}
-    mock = MockServer(name or session["server"], version=str(info.get("version", "1.0.0")))
+def replay_into(mock: MockSpec, path: Path, exchanges: list[Exchange], *, match: Match = "strict") -> None:
+    """Make ``mock`` serve the recording at ``path`` (its ``exchanges``, see the module docstring)."""
     mock.replaying = path
     mock.book = ReplayBook(match, [e for e in exchanges if e.method in ANSWERED_METHODS])
     last = {e.method: e.result for e in exchanges if e.result is not None}
@@ -134,4 +131,3 @@ def replay_server(path: Path, *, match: Match = "strict", name: str | None = Non
         mock.templates.append(types.ResourceTemplate.model_validate(raw))
     for raw in (last.get("prompts/list") or {}).get("prompts", []):
         mock.listed_prompts.append(types.Prompt.model_validate(raw))
-    return mock

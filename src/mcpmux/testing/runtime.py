@@ -22,12 +22,12 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server import Server, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from mcpmux.testing.failures import Crash, Delay, Error, Failure, GarbageOutput, Hang, HugeResult, ListChangedAfter
-from mcpmux.testing.mock import Call, MockServer, MockTool
+from mcpmux.testing.spec import Call, MockSpec, MockTool
+from mcpmux.transports.base import ReadStream, WriteStream
 
 __all__ = ["GARBAGE_RESULT", "EraGate", "MockRuntime"]
 
@@ -55,7 +55,7 @@ class MockRuntime(Server[Any]):
 
     def __init__(
         self,
-        mock: MockServer,
+        mock: MockSpec,
         *,
         on_crash: Crasher | None = None,
         on_garbage: Callable[[], None] | None = None,

@@ -33,7 +33,6 @@ from typing import Any, Literal
 
 import anyio
 import anyio.abc
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
 from mcpmux.config.models import (
@@ -48,9 +47,9 @@ from mcpmux.config.models import (
 )
 from mcpmux.connection import ClientCallbacks, Connection
 from mcpmux.errors import UsageError
-from mcpmux.testing.mock import Call, MockServer
 from mcpmux.testing.runtime import MockRuntime
-from mcpmux.transports.base import TransportStreams
+from mcpmux.testing.spec import Call, MockSpec
+from mcpmux.transports.base import ReadStream, TransportStreams, WriteStream
 
 __all__ = ["TRANSPORTS", "Served", "TransportName", "serve"]
 
@@ -74,7 +73,7 @@ class Served:
         runtime: the SDK server answering in this process (``None`` for ``stdio``: a child answers).
     """
 
-    mock: MockServer
+    mock: MockSpec
     transport: TransportName
     config: ServerConfig
     url: str | None = None
@@ -141,7 +140,7 @@ class Served:
 
 
 def serve(
-    mock: MockServer,
+    mock: MockSpec,
     transport: TransportName = "memory",
     *,
     protocol: ProtocolChoice = "auto",
@@ -175,7 +174,7 @@ def serve(
 
 
 @asynccontextmanager
-async def _serve_memory(mock: MockServer, protocol: ProtocolChoice) -> AsyncIterator[Served]:
+async def _serve_memory(mock: MockSpec, protocol: ProtocolChoice) -> AsyncIterator[Served]:
     from mcpmux.transports.inprocess import open_mcp_server
 
     runtime = MockRuntime(mock)
@@ -192,7 +191,7 @@ async def _serve_memory(mock: MockServer, protocol: ProtocolChoice) -> AsyncIter
 
 
 @asynccontextmanager
-async def _serve_stdio(mock: MockServer, protocol: ProtocolChoice, module: str | None) -> AsyncIterator[Served]:
+async def _serve_stdio(mock: MockSpec, protocol: ProtocolChoice, module: str | None) -> AsyncIterator[Served]:
     with tempfile.TemporaryDirectory(prefix="mcpmux-mock-") as scratch:
         calls_log = Path(scratch) / "calls.jsonl"
         calls_log.touch()
@@ -229,7 +228,7 @@ def _read_calls(path: Path) -> list[Call]:
 
 
 @asynccontextmanager
-async def _serve_network(mock: MockServer, transport: TransportName, protocol: ProtocolChoice) -> AsyncIterator[Served]:
+async def _serve_network(mock: MockSpec, transport: TransportName, protocol: ProtocolChoice) -> AsyncIterator[Served]:
     from mcpmux.testing.http import serve_http
     from mcpmux.transports.tcp import serve_tcp
     from mcpmux.transports.websocket import serve_websocket
@@ -264,11 +263,11 @@ async def _serve_network(mock: MockServer, transport: TransportName, protocol: P
                 tg.cancel_scope.deadline = anyio.current_time() + HTTP_SHUTDOWN_S
 
 
-def _auth(mock: MockServer) -> Any:
+def _auth(mock: MockSpec) -> Any:
     return {"Authorization": f"Bearer {mock.bearer}"} if mock.bearer else {}
 
 
-def _websocket_admission(mock: MockServer) -> Any:
+def _websocket_admission(mock: MockSpec) -> Any:
     from mcpmux.transports.websocket import Handshake
 
     if mock.bearer is None:
