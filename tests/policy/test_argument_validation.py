@@ -15,12 +15,13 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from mcpmux import Host, InvalidArguments
 from mcpmux.config.models import Config, SecurityConfig, StdioServerConfig
 from mcpmux.manager import ToolInfo
 from mcpmux.policy import StateStore
-from mcpmux.policy.validation import ArgumentCheck
+from mcpmux.policy.validation import ArgumentCheck, plain_check
 from tests.peers.fixtures import stdio_command
 
 DEADLINE_S = 60
@@ -151,3 +152,42 @@ def test_a_schema_that_cannot_be_used_does_not_block_the_call(caplog: pytest.Log
     assert problems({"type": "object", "properties": {"a": {"type": "no-such-type"}}}, {"a": 1}) == []
     assert problems({"type": "object", "properties": {"a": {"$ref": "https://example.invalid/s.json"}}}, {"a": 1}) == []
     assert "invalid input schema" in caplog.text and "cannot resolve" in caplog.text
+
+
+PRIMITIVES = ["string", "boolean", "integer", "number", "null"]
+_values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3))
+
+
+@st.composite
+def flat_schemas(draw: st.DrawFn) -> dict[str, Any]:
+    names = draw(st.lists(st.sampled_from(["a", "b", "c", "d"]), unique=True, max_size=4))
+    kinds = {
+        n: draw(st.one_of(st.sampled_from(PRIMITIVES), st.lists(st.sampled_from(PRIMITIVES), min_size=1, max_size=2)))
+        for n in names
+    }
+    schema: dict[str, Any] = {"type": "object", "properties": {n: {"type": k} for n, k in kinds.items()}}
+    schema["required"] = draw(st.lists(st.sampled_from(names), unique=True)) if names else []
+    if draw(st.booleans()):
+        schema["additionalProperties"] = draw(st.booleans())
+    return schema
+
+
+@settings(max_examples=300, deadline=None)
+@given(flat_schemas(), st.dictionaries(st.sampled_from(["a", "b", "c", "d", "e"]), _values, max_size=5))
+def test_the_plain_check_never_calls_invalid_arguments_valid(schema: dict[str, Any], arguments: dict[str, Any]) -> None:
+    import jsonschema
+
+    plain = plain_check(schema)
+    assert plain is not None
+    truth = jsonschema.Draft202012Validator(schema).is_valid(arguments)
+    if plain(arguments):
+        assert truth, (schema, arguments)
+    elif truth:  # only a type overlap jsonschema allows (1.0 as an integer) may be left to it
+        assert any(isinstance(v, float) and v.is_integer() for v in arguments.values()), (schema, arguments)
+
+
+def test_the_plain_check_leaves_anything_richer_to_jsonschema() -> None:
+    assert plain_check({"type": "object", "properties": {"p": {"type": "string", "format": "email"}}}) is None
+    assert plain_check({"type": "object", "properties": {"p": {"type": "array", "items": {}}}}) is None
+    assert plain_check({"type": "object", "properties": {"p": {"enum": [1, 2]}}}) is None
+    assert plain_check({"type": "object", "$defs": {}}) is None

@@ -11,13 +11,18 @@ and ``$defs`` resolved, the formats that cost nothing to check (date, email, ipv
 schema that is itself invalid blocks a call; the server then judges the arguments alone (logged
 once per tool). Compiled validators are kept per definition, so a re-listed tool is checked
 against what its server says now.
+
+Most tools take a flat object of strings, numbers and booleans. For such a schema a precompiled
+check (:func:`plain_check`) proves valid arguments valid without running the JSON Schema machinery
+(about a tenth of its cost); anything it cannot prove goes to the full validator, which alone
+decides what is invalid and says why.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import jsonschema
@@ -41,16 +46,16 @@ class ArgumentCheck:
     """Validates arguments against tool schemas, compiling each schema once."""
 
     def __init__(self) -> None:
-        # id(schema dict) -> (schema, validator or None when the schema cannot be used)
-        self._validators: dict[int, tuple[object, Any]] = {}
+        # id(schema dict) -> (schema, validator or None when the schema cannot be used, plain check)
+        self._validators: dict[int, tuple[object, Any, PlainCheck | None]] = {}
 
     def __call__(self, tool: ToolInfo, arguments: Mapping[str, Any]) -> None:
         """Raise :class:`InvalidArguments` if ``arguments`` do not match ``tool``'s input schema."""
-        validator = self._validator(tool)
-        if validator is None:
+        validator, plain = self._validator(tool)
+        if validator is None or (plain is not None and plain(arguments)):
             return
         try:
-            if validator.is_valid(arguments):  # the common case: stop at the first check, collect nothing
+            if validator.is_valid(arguments):  # stop at the first failed check, collect nothing
                 return
             problems = problems_of(validator.iter_errors(dict(arguments)))
         except referencing.exceptions.Unresolvable as exc:
@@ -59,11 +64,11 @@ class ArgumentCheck:
         if problems:
             raise InvalidArguments(tool.server, tool.tool, problems)
 
-    def _validator(self, tool: ToolInfo) -> Any:
+    def _validator(self, tool: ToolInfo) -> tuple[Any, PlainCheck | None]:
         schema = tool.input_schema
         cached = self._validators.get(id(schema))
         if cached is not None and cached[0] is schema:
-            return cached[1]
+            return cached[1], cached[2]
         if len(self._validators) > CACHE_LIMIT:  # re-listed servers leave old schemas behind
             self._validators.clear()
         validator: Any = None
@@ -77,12 +82,73 @@ class ArgumentCheck:
             )  # fmt: skip
         else:
             validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
-        self._validators[id(schema)] = (schema, validator)
-        return validator
+        plain = plain_check(schema) if validator is not None else None
+        self._validators[id(schema)] = (schema, validator, plain)
+        return validator, plain
 
     def _give_up(self, tool: ToolInfo, why: str) -> None:
         log.warning("server %r: tool %r: %s; its arguments are not checked", tool.server, tool.tool, why)
-        self._validators[id(tool.input_schema)] = (tool.input_schema, None)
+        self._validators[id(tool.input_schema)] = (tool.input_schema, None, None)
+
+
+PlainCheck = Callable[[Mapping[str, Any]], bool]
+"""True when the arguments are certainly valid; False means "ask the full validator"."""
+
+# Keywords that never make an instance invalid.
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated", "readOnlyHint"})
+_PLAIN_TOP = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$schema"}
+_PLAIN_TYPES: dict[str, Callable[[object], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+
+
+def plain_check(schema: Mapping[str, Any]) -> PlainCheck | None:
+    """A fast proof of validity for a flat object schema of primitive properties, or ``None``.
+
+    The schema qualifies when it says only ``type: object``, ``properties`` whose schemas say only
+    a primitive ``type`` (or a list of them) and annotations, ``required`` and a boolean
+    ``additionalProperties``. Anything else (formats, enums, bounds, nesting) is left to jsonschema.
+    """
+    if not set(schema) <= _PLAIN_TOP or schema.get("type", "object") != "object":
+        return None
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if not isinstance(properties, dict) or not isinstance(required, list) or not isinstance(extra, bool):
+        return None
+    checks: dict[str, Callable[[object], bool]] = {}
+    for name, sub in properties.items():
+        kinds = sub.get("type") if isinstance(sub, dict) else None
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        if not isinstance(sub, dict) or not set(sub) <= _ANNOTATIONS | {"type"} or not isinstance(kinds, list):
+            return None
+        if not kinds or not all(isinstance(k, str) and k in _PLAIN_TYPES for k in kinds):
+            return None
+        checks[name] = _any_of([_PLAIN_TYPES[k] for k in kinds])
+    needed = tuple(required)
+
+    def check(arguments: Mapping[str, Any]) -> bool:
+        if not all(name in arguments for name in needed):
+            return False
+        for name, value in arguments.items():
+            test = checks.get(name)
+            if test is None:
+                if not extra:
+                    return False
+            elif not test(value):
+                return False
+        return True
+
+    return check
+
+
+def _any_of(tests: list[Callable[[object], bool]]) -> Callable[[object], bool]:
+    if len(tests) == 1:
+        return tests[0]
+    return lambda value: any(test(value) for test in tests)
 
 
 def problems_of(errors: Iterable[jsonschema.exceptions.ValidationError]) -> list[ArgumentProblem]:
