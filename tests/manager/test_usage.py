@@ -106,3 +106,16 @@ async def test_a_child_past_max_rss_mb_is_restarted_with_the_reason_in_its_histo
 def test_max_rss_mb_is_only_positive() -> None:
     with pytest.raises(ValueError, match="max_rss_mb"):
         StdioServerConfig(name="ev", command="x", max_rss_mb=0)
+
+
+@pytest.mark.anyio
+async def test_a_child_that_stays_past_max_rss_mb_is_restarted_with_backoff_not_in_a_loop(store: StateStore) -> None:
+    command, args = stdio_command("everything")
+    server = StdioServerConfig(name="ev", command=command, args=args, max_rss_mb=1)  # past it at every start
+    with anyio.fail_after(DEADLINE_S * 2):
+        async with Host(Config(servers=(server,)), store=store, catalog=False) as host, host.events() as events:
+            async for event in events:  # until the second restart in a row waits before starting
+                if isinstance(event, StateChanged) and "in a row past max_rss_mb" in host.status()[0].reason:
+                    break
+            reason = host.status()[0].reason
+    assert reason.startswith("restarted 2 times in a row past max_rss_mb 1; next start in ")

@@ -94,6 +94,8 @@ class Supervisor:
         self._want = False
         self._stopping = False
         self._restart = False
+        self._memory_restart = False
+        self._memory_strikes = 0
         self._wake = anyio.Event()
         self._attempt_done = anyio.Event()
         self._attempts = 0
@@ -247,6 +249,8 @@ class Supervisor:
                 break
             if self._restart:
                 self._restart, attempt = False, 0
+                if self._memory_restart:
+                    await self._back_off_memory(connected_for)
                 continue
             if connected_for is not None and connected_for >= HEALTHY_UPTIME_S:
                 attempt = 0
@@ -398,9 +402,25 @@ class Supervisor:
             reason = f"restarting: {usage.rss_bytes / MB:.0f} MB resident, above max_rss_mb {limit_mb:g}"
             logger.warning("server %r: %s", self.name, reason)
             self._set(ServerState.STARTING, reason)
-            self._restart = True
+            self._restart = self._memory_restart = True
             scope.cancel()
             return
+
+    async def _back_off_memory(self, connected_for: float | None) -> None:
+        """After a restart past ``max_rss_mb``: restarts that keep coming within a healthy uptime back off.
+
+        A limit below the server's normal footprint would otherwise restart it every check.
+        """
+        self._memory_restart = False
+        quick = connected_for is None or connected_for < HEALTHY_UPTIME_S
+        self._memory_strikes = self._memory_strikes + 1 if quick else 1
+        if self._memory_strikes > 1:
+            delay = backoff_delay(self._memory_strikes - 1)
+            limit = getattr(self.config, "max_rss_mb", None)
+            strikes = self._memory_strikes
+            reason = f"restarted {strikes} times in a row past max_rss_mb {limit:g}; next start in {delay:.1f} s"
+            self._set(ServerState.DEGRADED, reason)
+            await self._sleep_until_woken(delay)
 
     async def _relister(self, connection: Connection) -> None:
         while True:
