@@ -24,4 +24,7 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("MCPMUX_STATE_DIR", str(home / "mcpmux-state"))
     monkeypatch.setenv("MCPMUX_DATA_DIR", str(home / "mcpmux-data"))
     monkeypatch.delenv("MCPMUX_CONFIG", raising=False)
+    # No test meets a user's `mcpmux daemon` or starts one by accident (tests/daemon turn it on).
+    monkeypatch.setenv("MCPMUX_DAEMON", "off")
+    monkeypatch.delenv("MCPMUX_DAEMON_SOCKET", raising=False)
     return home

@@ -23,6 +23,7 @@ from the builtin :class:`TimeoutError`.
     │   ├── CommandNotFound            a stdio command is not on PATH
     │   ├── ServerExited               the child process exited (before or after the handshake)
     │   ├── ConnectFailed              refused, DNS, TLS: the peer could not be reached
+    │   │   └── DaemonUnavailable      the local daemon's socket is missing, refused or not trusted
     │   ├── HTTPStatusError            the peer answered with an HTTP error status
     │   │   └── AuthRequired           401/403: credentials are needed (exit 4)
     │   │       └── OAuthError         an OAuth step failed or was refused (discovery, login, refresh)
@@ -68,6 +69,7 @@ __all__ = [
     "ConfigProblem",
     "ConnectFailed",
     "ConnectionClosed",
+    "DaemonUnavailable",
     "HTTPStatusError",
     "InvalidArguments",
     "MCPMuxError",
@@ -396,6 +398,19 @@ class ConnectFailed(TransportError):
     def __init__(self, server: str, target: str, reason: str) -> None:
         super().__init__(server, f"cannot connect to {target}: {reason}", hint="is the server running there?")
         self.target, self.reason = target, reason
+
+
+class DaemonUnavailable(ConnectFailed):
+    """The ``mcpmux daemon`` cannot be used: no socket, not answering, not trusted, or it refused.
+
+    Attributes:
+        socket: the daemon's socket path (or the directory or file that was refused).
+    """
+
+    def __init__(self, socket: object, reason: str, *, server: str = "daemon") -> None:
+        super().__init__(server, f"the mcpmux daemon at {socket}", reason)
+        self.socket = str(socket)
+        self.hint = "start it with `mcpmux daemon start`, or run without it: `mcpmux --no-daemon ...`"
 
 
 class HTTPStatusError(TransportError):

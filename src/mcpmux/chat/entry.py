@@ -62,7 +62,12 @@ def chat_cmd(
     # A model that is named but cannot work (no key, no SDK) fails here, before any server starts;
     # with no model at all the chat still runs, for its slash commands.
     model_provider = make_provider(llm, check=True) if model_configured(llm) else None
-    options = AgentOptions(face="chat", max_turns=max_turns, always_load=always_load, tool_threshold=tool_threshold)
+    # The CLI's choice of how servers open (through ``mcpmux daemon`` or here), when it launched the chat.
+    factory_for = ctx.find_root().meta.get("mcpmux.connection_factory")
+    options = AgentOptions(
+        face="chat", max_turns=max_turns, always_load=always_load, tool_threshold=tool_threshold,
+        connection_factory=factory_for(config) if callable(factory_for) else None,
+    )  # fmt: skip
     anyio.run(_chat, config, llm, model_provider, options)
 
 

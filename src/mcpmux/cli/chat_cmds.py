@@ -65,12 +65,14 @@ def run_cmd(
     async def body(config: Config) -> LoopResult:
         from mcpmux.bridge.agent import AgentOptions, agent_session
         from mcpmux.cli.approval import terminal_approver
+        from mcpmux.cli.connecting import daemon_factory
 
         interactive = sys.stdin.isatty() and sys.stderr.isatty()
         options = AgentOptions(
             face="cli", max_turns=max_turns, always_load=always_load, tool_threshold=tool_threshold,
             approver=terminal_approver(),
             sampling_approver=_ask_sampling() if interactive else None,
+            connection_factory=daemon_factory(config),
         )  # fmt: skip
         async with agent_session(config, llm, options, _show(as_json)) as session:
             loop = session.loop()

@@ -22,15 +22,38 @@ from mcpmux.errors import MCPMuxError, ServerUnavailable
 if TYPE_CHECKING:
     from rich.status import Status
 
-    from mcpmux.host import Host
+    from mcpmux.config import Config
+    from mcpmux.host import ConnectionFactory, Host
     from mcpmux.manager import ServerStatus
     from mcpmux.policy import Guard
 
-__all__ = ["pending_line", "raise_if_unusable", "wait_with_progress", "warn_unusable"]
+__all__ = [
+    "CONNECTION_FACTORY_KEY",
+    "daemon_factory",
+    "pending_line",
+    "raise_if_unusable",
+    "wait_with_progress",
+    "warn_unusable",
+]
+
+CONNECTION_FACTORY_KEY = "mcpmux.connection_factory"
+"""The root context's ``meta`` key of :func:`daemon_factory`, for faces the CLI launches (the chat)."""
 
 PROGRESS_INTERVAL_S = 0.2
 PENDING_SHOWN = 4
 _USABLE = frozenset({"connected", "disabled", "configured"})
+
+
+def daemon_factory(config: Config) -> ConnectionFactory | None:
+    """How a command's host opens its servers: through ``mcpmux daemon`` unless it is off (docs/daemon.md).
+
+    The one place a command chooses: ``--daemon``/``--no-daemon``, else ``MCPMUX_DAEMON``, else
+    ``settings.daemon``.
+    """
+    from mcpmux.cli.output import state
+    from mcpmux.daemon.client import connection_factory
+
+    return connection_factory(config, state().daemon)
 
 
 async def wait_with_progress(host: Host) -> None:

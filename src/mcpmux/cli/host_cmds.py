@@ -20,7 +20,7 @@ import click
 from mcpmux.cli import render
 from mcpmux.cli.arguments import call_arguments, json_object
 from mcpmux.cli.completion import complete_prompts, complete_servers, complete_servers_or_tools, complete_tools
-from mcpmux.cli.connecting import raise_if_unusable, wait_with_progress, warn_unusable
+from mcpmux.cli.connecting import daemon_factory, raise_if_unusable, wait_with_progress, warn_unusable
 from mcpmux.cli.output import clip, command_config, emit, json_option, redact_logs, state, table
 from mcpmux.cli.tool_view import print_tool, tool_json
 from mcpmux.config import Config
@@ -70,8 +70,9 @@ async def managed(
     # An upstream mcpmux's approval questions are answered here, once (mcpmux.policy.chained).
     callbacks = ClientCallbacks(elicitation=ChainedApprovals())
     host = Host(
-        config, face="cli", approver=approver or terminal_approver(), callbacks=callbacks, start=start, wait=False
-    )
+        config, face="cli", approver=approver or terminal_approver(), callbacks=callbacks, start=start, wait=False,
+        connection_factory=daemon_factory(config),
+    )  # fmt: skip
     async with host:
         await wait_with_progress(host)
         if isinstance(start, set):

@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "chat": ("mcpmux.chat.entry", "chat_cmd", "Chat with a model that uses every server's tools (/help inside)."),
     "completion": ("mcpmux.cli.completion", "completion_cmd", "Print a shell completion script (bash, zsh, fish)."),
     "config": ("mcpmux.cli.config_cmds", "config", "Show, locate and validate the configuration."),
+    "connect": ("mcpmux.cli.daemon_cmds", "connect_cmd", "Serve SERVER (or --all) on stdio, warm from the daemon."),
+    "daemon": ("mcpmux.cli.daemon_cmds", "daemon", "The per-user daemon keeping servers warm: start, stop, status."),
     "disable": ("mcpmux.cli.entry_cmds", "disable_cmd", "Disable a server (it stays configured)."),
     "doctor": ("mcpmux.cli.doctor", "doctor_cmd", "Check every server and the environment; print fix-it hints."),
     "enable": ("mcpmux.cli.entry_cmds", "enable_cmd", "Enable a disabled server."),
@@ -93,16 +95,28 @@ class LazyGroup(click.Group):
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
 @click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
+@click.option(
+    "--daemon/--no-daemon", "use_daemon", default=None, help="Require the daemon, or start servers here (see daemon)."
+)
 @click.pass_context
-def cli(ctx: click.Context, config_path: str | None, as_json: bool, verbose: int) -> None:
+def cli(ctx: click.Context, config_path: str | None, as_json: bool, verbose: int, use_daemon: bool | None) -> None:
     """mcpmux: many MCP servers in, one safe, namespaced tool surface out.
 
     Exit codes: 0 ok, 1 failed, 2 usage or config error, 3 server unreachable or timed out,
     4 authentication needed, 130 interrupted.
     """
-    ctx.obj = CliState(config_path=config_path, json=as_json, verbosity=verbose)
+    daemon = None if use_daemon is None else "on" if use_daemon else "off"
+    ctx.obj = CliState(config_path=config_path, json=as_json, verbosity=verbose, daemon=daemon)
+    ctx.meta["mcpmux.connection_factory"] = _connection_factory
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _connection_factory(config: Any) -> Any:
+    """How the chat's host opens servers (mcpmux.cli.connecting.daemon_factory; imported on use)."""
+    from mcpmux.cli.connecting import daemon_factory
+
+    return daemon_factory(config)
 
 
 def main(argv: list[str] | None = None) -> None:

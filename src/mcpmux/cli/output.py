@@ -48,6 +48,7 @@ class CliState:
     json: bool = False
     verbosity: int = 0
     secrets: frozenset[str] = frozenset()
+    daemon: str | None = None  # ``--daemon`` (on) / ``--no-daemon`` (off); else settings.daemon
 
 
 def state() -> CliState:

@@ -66,6 +66,9 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 ProtocolChoice = Literal["auto", "2025-11-25", "2026-07-28"]
 PinningMode = Literal["off", "tofu", "strict"]
 BuiltinKind = Literal["workspace", "content_store"]
+DaemonMode = Literal["auto", "on", "off"]
+ShareMode = Literal["machine", "per-client", "per-call"]
+DEFAULT_IDLE_TIMEOUT_S = 600.0
 
 
 def _one_item_list(value: object) -> object:
@@ -153,6 +156,12 @@ class Settings(_Frozen):
     env_passthrough: tuple[str, ...] = ()
     """Names and globs (``CORP_*``) of mcpmux's environment variables that stdio children also get,
     besides the built-in allow-list (PATH, HOME, locale, trust stores, proxies, ...)."""
+
+    # ``mcpmux daemon`` (docs/daemon.md): ``auto`` uses it when running and starts it on demand,
+    # falling back to starting servers here; ``on`` requires it; ``off`` never uses it.
+    daemon: DaemonMode = "auto"
+    idle_timeout_s: float = Field(DEFAULT_IDLE_TIMEOUT_S, gt=0)
+    """How long the daemon keeps a stdio server with no client attached before stopping it."""
 
     _one_item = field_validator("env_passthrough", mode="before")(_one_item_list)
 
@@ -279,6 +288,10 @@ class StdioServerConfig(_ServerBase):
     # Restart the child when it and its descendants hold more resident memory than this (checked
     # every few seconds; the reason goes into the state history).
     max_rss_mb: float | None = Field(None, gt=0)
+    # Through ``mcpmux daemon``: one instance for every client (``machine``), one per connected
+    # client (``per-client``), or none kept (``per-call``: each command starts its own).
+    share: ShareMode = "machine"
+    idle_timeout_s: float | None = Field(None, gt=0)
 
 
 class NetworkServerConfig(_ServerBase):

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from mcpmux.config.models import GatewayApprovers
 from mcpmux.gateway.tokens import APPROVE_SCOPE
 
-__all__ = ["TokenCaller", "approver_of", "caller_of", "stdio_channel"]
+__all__ = ["LocalCaller", "TokenCaller", "approver_of", "caller_of", "stdio_channel"]
 
 STDIO = "stdio"
 _channel: ContextVar[str | None] = ContextVar("mcpmux_gateway_channel", default=None)
@@ -36,6 +36,13 @@ class TokenCaller:
 
     name: str
     scopes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LocalCaller:
+    """A process of this user on the daemon's Unix socket (``SO_PEERCRED``: the kernel vouches for the pid)."""
+
+    pid: int
 
 
 @contextmanager
@@ -54,10 +61,11 @@ def caller_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
     if token is not None:
         return f"token:{token[0]}"
     params = ctx.session.client_params
-    if params is None:
-        return None
-    info = params.client_info
-    return f"{info.name}/{info.version}" if info.version else info.name
+    info = None if params is None else params.client_info
+    name = None if info is None else f"{info.name}/{info.version}" if info.version else info.name
+    if isinstance(ctx.request, LocalCaller):
+        return f"{name or 'client'} (pid {ctx.request.pid})"
+    return name
 
 
 def approver_of(ctx: ServerRequestContext[Any, Any], allowed: GatewayApprovers) -> str | None:
@@ -70,6 +78,8 @@ def approver_of(ctx: ServerRequestContext[Any, Any], allowed: GatewayApprovers) 
     if token is not None:
         name, scopes = token
         return f"token:{name}" if allowed.tokens and APPROVE_SCOPE in scopes else None
+    if isinstance(ctx.request, LocalCaller):
+        return f"local:{caller_of(ctx)}" if allowed.stdio else None
     if _channel.get() == STDIO and allowed.stdio and not isinstance(ctx.request, Request | TokenCaller):
         return f"{STDIO}:{caller_of(ctx) or 'client'}"
     return None

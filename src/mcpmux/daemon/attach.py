@@ -1,0 +1,128 @@
+"""The daemon's first message: which server a client wants, as the client's configuration resolved it.
+
+A connection to the daemon starts with one JSON-RPC request, then speaks MCP (newline JSON-RPC, the
+gateway's stream framing)::
+
+    -> {"jsonrpc": "2.0", "id": "mcpmux", "method": "mcpmux/attach",
+        "params": {"origin": "...", "server": {...}, "settings": {...}, "security": {...}, "secrets": [...]}}
+    <- {"jsonrpc": "2.0", "id": "mcpmux", "result": {"daemon_pid": 12, "server_pid": 34, "instance": "..."}}
+    ... MCP: initialize, tools/list, tools/call ...
+
+The entry travels resolved (``${VAR}`` expanded with the client's environment, from the client's
+files and working directory), so the daemon runs what the client would have run; its fingerprint
+(SHA-256 of the canonical JSON of entry, settings and security) picks the warm instance, and a
+changed entry gets a new one. ``mcpmux/status`` and ``mcpmux/stop`` are the other two requests a
+connection may start with (one answer, then the connection closes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from pydantic import SecretStr
+
+from mcpmux.config.models import SecurityConfig, ServerConfig, Settings, StdioServerConfig
+from mcpmux.json_shapes import JSONObject
+
+__all__ = [
+    "ATTACH",
+    "REQUEST_ID",
+    "STATUS",
+    "STOP",
+    "Attach",
+    "error_reply",
+    "request_line",
+    "result_reply",
+]
+
+ATTACH, STATUS, STOP = "mcpmux/attach", "mcpmux/status", "mcpmux/stop"
+REQUEST_ID = "mcpmux"
+# The first line is read before anything else is known about the client: kept small.
+MAX_ATTACH_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Attach:
+    """A client's request for one server, as its configuration resolved it."""
+
+    origin: str
+    server: ServerConfig
+    settings: Settings
+    security: SecurityConfig
+    client: str = "client"
+
+    def params(self) -> JSONObject:
+        """The request's ``params`` (secrets revealed: they travel only over the user's own socket)."""
+        return {
+            "origin": self.origin,
+            "client": self.client,
+            "server": _plain(self.server.model_dump(by_alias=True)),
+            "settings": _plain(self.settings.model_dump(by_alias=True)),
+            "security": _plain(self.security.model_dump(by_alias=True)),
+            "secrets": sorted(self.server.secret_values),
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 over the canonical JSON of the entry, the settings and the security section."""
+        params = self.params()
+        canonical = {k: params[k] for k in ("server", "settings", "security")}
+        return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Attach:
+        """The request behind ``params``.
+
+        Only stdio entries are served: the daemon exists to share child processes.
+
+        Raises:
+            ValueError: the entry, settings or security section is invalid (pydantic's error), or not stdio.
+            KeyError: no ``server``.
+        """
+        secrets = frozenset(str(s) for s in params.get("secrets", ()))
+        server = StdioServerConfig.model_validate(params["server"])
+        return cls(
+            origin=str(params.get("origin", "")),
+            client=str(params.get("client", "client"))[:64],
+            server=server.model_copy(update={"secret_values": secrets}),
+            settings=Settings(**params.get("settings", {})),
+            security=SecurityConfig(**params.get("security", {})),
+        )
+
+
+def request_line(method: str, params: JSONObject | None = None) -> bytes:
+    """One request line of ``method``."""
+    message: JSONObject = {"jsonrpc": "2.0", "id": REQUEST_ID, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode() + b"\n"
+
+
+def result_reply(result: JSONObject) -> bytes:
+    """The success answer to the first request."""
+    return json.dumps({"jsonrpc": "2.0", "id": REQUEST_ID, "result": result}).encode() + b"\n"
+
+
+def error_reply(message: str, code: int = -32000) -> bytes:
+    """The error answer to the first request."""
+    error = {"code": code, "message": message}
+    return json.dumps({"jsonrpc": "2.0", "id": REQUEST_ID, "error": error}).encode() + b"\n"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON data, secrets revealed."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_plain(v) for v in value]
+        return sorted(items, key=repr) if isinstance(value, set | frozenset) else items
+    if isinstance(value, PurePath):
+        return str(value)
+    return value

@@ -1,0 +1,229 @@
+"""The client side: commands reach their servers through the daemon, or start them themselves.
+
+:func:`connection_factory` is what a one-shot command, ``mcpmux chat`` and ``mcpmux run`` hand to
+their :class:`~mcpmux.Host`: each stdio server (not ``share: per-call``) is then opened through the
+daemon's socket, everything else as before. Above the transport nothing changes (names, the
+guard, rendering), so a command prints the same with and without the daemon. Modes
+(``settings.daemon``, ``MCPMUX_DAEMON``, ``--daemon``/``--no-daemon``):
+
+- ``auto``: use the daemon, starting it in the background when none runs; if it cannot be started
+  or cannot serve a server, that server is started here as before (logged at INFO);
+- ``on``: the daemon is required; a failure is a :class:`~mcpmux.errors.DaemonUnavailable` (exit 3);
+- ``off``: never.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteStream
+from anyio.streams.buffered import BufferedByteStream
+
+from mcpmux.config.display import redact
+from mcpmux.config.models import Config, DaemonMode, ServerConfig, Settings
+from mcpmux.connection.callbacks import ClientCallbacks
+from mcpmux.connection.connection import Connection
+from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, STATUS, Attach, request_line
+from mcpmux.daemon.paths import check_owned, log_path, socket_path
+from mcpmux.errors import DaemonUnavailable
+from mcpmux.host import ConnectionFactory
+from mcpmux.json_shapes import JSONObject
+from mcpmux.transports import TransportStreams, open_transport
+from mcpmux.transports.tcp import framed_streams
+
+__all__ = [
+    "START_TIMEOUT_S",
+    "DaemonClient",
+    "connect_socket",
+    "connection_factory",
+    "daemon_mode",
+    "exchange",
+    "request",
+    "spawn_daemon",
+    "start_daemon",
+]
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 20.0
+REPLY_TIMEOUT_S = 60.0  # the first attach of a server waits for it to start (npx can take seconds)
+_MODES: tuple[DaemonMode, ...] = ("auto", "on", "off")
+
+
+def daemon_mode(config: Config, override: str | None = None) -> DaemonMode:
+    """The mode in force: ``override`` (the command line), else ``MCPMUX_DAEMON``, else the settings."""
+    for candidate in (override, os.environ.get("MCPMUX_DAEMON")):
+        if candidate in _MODES:
+            return candidate
+    return config.settings.daemon
+
+
+def connection_factory(config: Config, override: str | None = None, *, client: str = "cli") -> ConnectionFactory | None:
+    """The connection factory of a command's host, or ``None`` when the daemon is off."""
+    mode = daemon_mode(config, override)
+    if mode == "off":
+        return None
+    return DaemonClient(config, mode, client=client).connection
+
+
+async def connect_socket(path: Path | None = None) -> ByteStream:
+    """A connection to the daemon's socket, after checking the socket is this user's alone.
+
+    Raises:
+        DaemonUnavailable: no socket, refused, or the socket is another user's or writable by others.
+    """
+    path = path or socket_path()
+    try:
+        check_owned(path)
+        return await anyio.connect_unix(path)
+    except FileNotFoundError as exc:
+        raise DaemonUnavailable(path, "no daemon is running") from exc
+    except OSError as exc:
+        raise DaemonUnavailable(path, exc.strerror or str(exc)) from exc
+
+
+async def exchange(
+    method: str, params: JSONObject | None = None, path: Path | None = None
+) -> tuple[JSONObject, BufferedByteStream]:
+    """Send the first request of a connection; its result and the (still open) connection.
+
+    Raises:
+        DaemonUnavailable: no daemon, no answer in time, or it refused (its reason in the message).
+    """
+    where = path or socket_path()
+    stream = BufferedByteStream(await connect_socket(where))
+    try:
+        with anyio.fail_after(REPLY_TIMEOUT_S):
+            await stream.send(request_line(method, params))
+            reply = json.loads(await stream.receive_until(b"\n", MAX_ATTACH_BYTES))
+    except TimeoutError as exc:
+        await stream.aclose()
+        raise DaemonUnavailable(where, f"no answer to {method} within {REPLY_TIMEOUT_S:g} s") from exc
+    except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, OSError, ValueError) as exc:
+        await stream.aclose()
+        raise DaemonUnavailable(where, f"the connection closed before it answered {method}") from exc
+    if "error" in reply:
+        await stream.aclose()
+        raise DaemonUnavailable(where, str(reply["error"].get("message", reply["error"])))
+    return reply.get("result", {}), stream
+
+
+async def request(method: str, path: Path | None = None) -> JSONObject:
+    """One ``mcpmux/status`` or ``mcpmux/stop`` request (raises :class:`DaemonUnavailable`)."""
+    result, stream = await exchange(method, path=path)
+    await stream.aclose()
+    return result
+
+
+def spawn_daemon(linger_s: float | None = None) -> subprocess.Popen[bytes]:
+    """Start ``mcpmux daemon run`` in the background (its own session; output to its log file)."""
+    command = [sys.executable, "-m", "mcpmux", "daemon", "run"]
+    if linger_s is not None:
+        command += ["--linger", f"{linger_s:g}"]
+    with log_path().open("ab") as log:
+        return subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+        )
+
+
+async def start_daemon(linger_s: float | None = None) -> JSONObject:
+    """Start the daemon unless one runs; its status once it answers.
+
+    Raises:
+        DaemonUnavailable: it did not answer within :data:`START_TIMEOUT_S` (its log is named).
+    """
+    try:
+        return await request(STATUS)
+    except DaemonUnavailable:
+        pass
+    process = spawn_daemon(linger_s)
+    with anyio.move_on_after(START_TIMEOUT_S):
+        while True:
+            try:
+                return await request(STATUS)
+            except DaemonUnavailable:
+                if process.poll() not in (None, 0):
+                    break
+                await anyio.sleep(0.05)
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    raise DaemonUnavailable(socket_path(), f"it did not start; see {log_path()}")
+
+
+class DaemonClient:
+    """Opens a command's stdio servers through the daemon (see the module's modes)."""
+
+    def __init__(self, config: Config, mode: DaemonMode, *, client: str = "cli") -> None:
+        self.config, self.mode, self.client = config, mode, client
+        self.origin = f"{config.sources[-1] if config.sources else ''}@{Path.cwd()}"
+        self._ensure_lock = anyio.Lock()
+        self._unavailable: DaemonUnavailable | None = None
+        self._running = False
+
+    def connection(self, server: ServerConfig, settings: Settings, callbacks: ClientCallbacks) -> Connection:
+        """A :data:`~mcpmux.host.ConnectionFactory`: through the daemon when it may serve ``server``."""
+        if not self.serves(server):
+            return Connection(server, settings, callbacks=callbacks)
+        return Connection(server, settings, callbacks=callbacks, transport=lambda: self.open(server, settings))
+
+    @staticmethod
+    def serves(server: ServerConfig) -> bool:
+        """Whether ``server`` goes through the daemon: a resolved stdio entry that may be shared."""
+        share = getattr(server, "share", "per-call")
+        return server.type == "stdio" and share != "per-call" and server.unresolved_error() is None
+
+    @asynccontextmanager
+    async def open(self, server: ServerConfig, settings: Settings) -> AsyncIterator[TransportStreams]:
+        """The server's message streams through the daemon, or (``auto``) straight to it."""
+        attached = await self.attach(server, settings)
+        if attached is None:
+            async with open_transport(server, settings) as streams:
+                yield streams
+            return
+        reply, stream = attached
+        pid = reply.get("server_pid")
+        command = " ".join([getattr(server, "command", ""), *getattr(server, "args", ())])
+        describe = redact(f"pid {pid}: {command}", server.secret_values)
+        async with framed_streams(server.name, stream, settings.max_message_bytes, describe) as streams:
+            streams.pid = pid if isinstance(pid, int) else None
+            yield streams
+
+    async def attach(self, server: ServerConfig, settings: Settings) -> tuple[JSONObject, ByteStream] | None:
+        """The daemon's answer and the open connection for ``server``; ``None`` (``auto``) to start it here.
+
+        Raises:
+            DaemonUnavailable: (``on``) the daemon cannot be started or reached, or cannot serve it.
+        """
+        security = self.config.security
+        attach = Attach(self.origin, server, settings, security, client=self.client)
+        try:
+            await self._ensure()
+            return await exchange(ATTACH, attach.params())
+        except DaemonUnavailable as exc:
+            if self.mode == "on":
+                raise DaemonUnavailable(exc.socket, str(exc.reason), server=server.name) from exc
+            logger.info("server %r: not through the daemon (%s); starting it here", server.name, exc.reason)
+            return None
+
+    async def _ensure(self) -> None:
+        """Start the daemon once per command if none answers (both modes: ``on`` needs it too)."""
+        async with self._ensure_lock:
+            if self._unavailable is not None:
+                raise self._unavailable
+            if self._running:
+                return
+            try:
+                await start_daemon()
+            except DaemonUnavailable as exc:
+                self._unavailable = exc
+                raise
+            self._running = True

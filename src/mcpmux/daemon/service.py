@@ -1,0 +1,286 @@
+"""The daemon process: one per user, on a Unix socket, serving every client from the warm pool.
+
+Start-up: take the lock file (``flock``; a second daemon that loses the race says which pid serves
+and exits 0), start the watchdog (children die with the daemon), bind the socket 0600 in the
+private runtime directory. Each connection: the peer's uid is checked with ``SO_PEERCRED``
+(another user's process is closed unanswered), its first request is read (bounded in size and
+time), then it speaks MCP with the gateway of its instance (:mod:`.pool`), every message tagged
+with the peer's pid for the audit log. The daemon stops on SIGTERM/SIGINT, on ``mcpmux/stop``, or
+after ``linger_s`` with no client and no server.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.abc import SocketAttribute
+from anyio.streams.buffered import BufferedByteStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+
+from mcpmux.config.models import DEFAULT_MAX_MESSAGE_BYTES
+from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, STATUS, STOP, Attach, error_reply, result_reply
+from mcpmux.daemon.paths import socket_path
+from mcpmux.daemon.peer import peer_credentials
+from mcpmux.daemon.pool import REAP_INTERVAL_S, Instance, Pool, Refused
+from mcpmux.daemon.watchdog import Watchdog
+from mcpmux.errors import ConfigError, MCPMuxError
+from mcpmux.gateway.caller import LocalCaller
+from mcpmux.json_shapes import JSONObject
+from mcpmux.policy import StateStore
+from mcpmux.transports.tcp import framed_streams
+
+__all__ = ["ATTACH_TIMEOUT_S", "DEFAULT_LINGER_S", "DaemonOptions", "already_serving", "serve_daemon"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LINGER_S = 60.0
+ATTACH_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 15.0
+Item = SessionMessage | Exception
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonOptions:
+    """How long the daemon outlives its last client and server, and where it listens."""
+
+    linger_s: float = DEFAULT_LINGER_S
+    socket: Path | None = None
+
+
+def already_serving(lock: Path) -> int | None:
+    """The pid recorded by the daemon that holds ``lock``, or ``None`` if no daemon holds it."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.read(fd, 32).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)
+    return None
+
+
+async def serve_daemon(options: DaemonOptions, announce: Callable[[str], None]) -> int:
+    """Serve until stopped; 0 also when another daemon already serves (it is announced).
+
+    Raises:
+        DaemonUnavailable: the runtime directory or socket path is not this user's alone.
+    """
+    path = options.socket or socket_path()
+    lock = path.with_suffix(".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            announce(f"a daemon already serves {path} (pid {already_serving(lock)}); nothing to do")
+            return 0
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        await _serve_locked(path, options, announce)
+    finally:
+        os.close(fd)  # releases the lock
+    return 0
+
+
+async def _serve_locked(path: Path, options: DaemonOptions, announce: Callable[[str], None]) -> None:
+    _unlink(path)  # a killed daemon's socket: we hold the lock, no one serves it
+    watchdog = await Watchdog.start()
+    store = StateStore()
+    try:
+        async with await anyio.create_unix_listener(path, mode=0o600) as listener:
+            inode = os.stat(path).st_ino
+            try:
+                async with anyio.create_task_group() as tg:
+                    daemon = _Daemon(tg, store, options, watchdog, path)
+                    tg.start_soon(daemon.watch)
+                    tg.start_soon(_stop_on_signal, daemon.stopping)
+                    tg.start_soon(listener.serve, daemon.serve_one, tg)
+                    announce(f"serving {path} (pid {os.getpid()})")
+                    await daemon.stopping.wait()
+                    await daemon.shutdown()
+                    tg.cancel_scope.cancel()
+            finally:
+                _unlink(path, inode)
+    finally:
+        await watchdog.close()
+        store.close()
+    announce("stopped")
+
+
+class _Daemon:
+    def __init__(
+        self, tg: anyio.abc.TaskGroup, store: StateStore, options: DaemonOptions, watchdog: Watchdog, path: Path
+    ) -> None:
+        self.pool = Pool(tg, store)
+        self.options, self.watchdog, self.path = options, watchdog, path
+        self.stopping = anyio.Event()
+        self.connections = 0
+        self.started = time.time()
+        self._quiet_since = time.monotonic()
+
+    async def watch(self) -> None:
+        """Stop idle servers, keep the watchdog's list current, stop the daemon when nothing uses it."""
+        while True:
+            self.pool.reap_idle()
+            await self.watchdog.track(self.pool.pids())
+            if self.connections or self.pool.instances:
+                self._quiet_since = time.monotonic()
+            elif time.monotonic() - self._quiet_since >= self.options.linger_s:
+                logger.info("no client and no server for %.0f s; stopping", self.options.linger_s)
+                self.stopping.set()
+                return
+            await anyio.sleep(REAP_INTERVAL_S)
+
+    async def shutdown(self) -> None:
+        self.pool.stop_all()
+        with anyio.move_on_after(STOP_TIMEOUT_S):
+            for instance in self.pool.instances:
+                await instance.stopped.wait()
+
+    async def serve_one(self, stream: anyio.abc.SocketStream) -> None:
+        self.connections += 1
+        try:
+            await self._serve_one(stream)
+        finally:
+            self.connections -= 1
+            self._quiet_since = time.monotonic()
+
+    async def _serve_one(self, stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            peer = peer_credentials(stream.extra(SocketAttribute.raw_socket))
+            if not peer.same_user:
+                logger.warning("refused a connection from uid %d (pid %d): not this user", peer.uid, peer.pid)
+                return
+            buffered = BufferedByteStream(stream)
+            request = await _first_request(buffered)
+            if request is None:
+                return
+            method, params = request
+            if method == STATUS:
+                await stream.send(result_reply(self.status()))
+            elif method == STOP:
+                await stream.send(result_reply({"pid": os.getpid(), "stopping": True}))
+                self.stopping.set()
+            elif method == ATTACH:
+                await self._attach(buffered, stream, params, peer.pid)
+            else:
+                await stream.send(error_reply(f"unknown first request {method!r}", -32601))
+
+    async def _attach(
+        self, buffered: BufferedByteStream, stream: anyio.abc.SocketStream, params: Any, pid: int
+    ) -> None:
+        try:
+            attach = Attach.from_params(params if isinstance(params, dict) else {})
+        except (ConfigError, KeyError, TypeError, ValueError) as exc:
+            await stream.send(error_reply(f"invalid attach request: {exc}", -32602))
+            return
+        try:
+            instance = await self.pool.acquire(attach)
+        except Refused as exc:
+            await stream.send(error_reply(str(exc)))
+            return
+        try:
+            reply = {"daemon_pid": os.getpid(), "server_pid": instance.pid, "instance": instance.key[:12]}
+            await stream.send(result_reply(reply))
+            await _serve_mcp(instance, buffered, pid, attach.settings.max_message_bytes)
+        finally:
+            self.pool.release(instance)
+
+    def status(self) -> JSONObject:
+        return {
+            "pid": os.getpid(),
+            "socket": str(self.path),
+            "uptime_s": round(time.time() - self.started, 1),
+            "clients": self.connections - 1,
+            "watchdog_pid": self.watchdog.pid,
+            "servers": [i.describe() for i in self.pool.instances],
+        }
+
+
+async def _first_request(stream: BufferedByteStream) -> tuple[str, Any] | None:
+    """The method and params of the connection's first line; ``None`` (connection closed) if it is not one."""
+    try:
+        with anyio.fail_after(ATTACH_TIMEOUT_S):
+            line = await stream.receive_until(b"\n", MAX_ATTACH_BYTES)
+        message = json.loads(line)
+    except (TimeoutError, anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.EndOfStream, ValueError) as exc:
+        logger.warning("closed a connection without a valid first request: %s", type(exc).__name__)
+        return None
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        logger.warning("closed a connection whose first line is not a JSON-RPC request")
+        return None
+    return message["method"], message.get("params")
+
+
+async def _serve_mcp(instance: Instance, stream: BufferedByteStream, pid: int, max_bytes: int) -> None:
+    server = instance.gateway.server
+    name = instance.attach.server.name
+    limit = max(max_bytes, DEFAULT_MAX_MESSAGE_BYTES)
+    async with (
+        framed_streams(name, stream, limit, f"client pid {pid}") as streams,
+        _tagged(streams.read, LocalCaller(pid)) as read,
+    ):
+        try:
+            await server.run(read, streams.write, server.create_initialization_options())
+        except MCPMuxError as exc:
+            logger.warning("session of pid %d with %s ended: %s", pid, name, exc)
+
+
+@asynccontextmanager
+async def _tagged(source: Any, caller: LocalCaller) -> AsyncIterator[MemoryObjectReceiveStream[Item]]:
+    """``source`` with every message carrying ``caller`` as its request context (the audit names it)."""
+    send, receive = anyio.create_memory_object_stream[Item](0)
+    metadata = ServerMessageMetadata(request_context=caller)
+
+    async def pump(sink: MemoryObjectSendStream[Item]) -> None:
+        async with sink:
+            async for item in source:
+                tagged = SessionMessage(item.message, metadata=metadata) if isinstance(item, SessionMessage) else item
+                try:
+                    await sink.send(tagged)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+
+    with receive:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump, send)
+            try:
+                yield receive
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def _unlink(path: Path, inode: int | None = None) -> None:
+    """Remove the socket file (only if it is still the one we bound, when ``inode`` is given)."""
+    try:
+        if inode is None or os.stat(path).st_ino == inode:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+async def _stop_on_signal(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for received in signals:
+            logger.info("received %s; stopping", signal.Signals(received).name)
+            stop.set()
+            return
