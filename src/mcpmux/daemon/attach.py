@@ -10,7 +10,8 @@ gateway's stream framing)::
 
 The entry travels resolved (``${VAR}`` expanded with the client's environment, from the client's
 files and working directory), so the daemon runs what the client would have run; its fingerprint
-(SHA-256 of the canonical JSON of entry, settings and security) picks the warm instance, and a
+(SHA-256 of the canonical JSON of entry, settings, security and the requests the client
+can answer) picks the warm instance, and a
 changed entry gets a new one. ``mcpmux/status`` and ``mcpmux/stop`` are the other two requests a
 connection may start with (one answer, then the connection closes).
 """
@@ -55,6 +56,9 @@ class Attach:
     settings: Settings
     security: SecurityConfig
     client: str = "client"
+    answers: tuple[str, ...] = ("elicitation", "sampling")
+    """The server requests the client can answer (its MCP capabilities): the instance declares
+    only these upstream, so a server shows a client what it would show it directly."""
 
     def params(self) -> JSONObject:
         """The request's ``params`` (secrets revealed: they travel only over the user's own socket)."""
@@ -65,13 +69,14 @@ class Attach:
             "settings": _plain(self.settings.model_dump(by_alias=True)),
             "security": _plain(self.security.model_dump(by_alias=True)),
             "secrets": sorted(self.server.secret_values),
+            "answers": sorted(self.answers),
         }
 
     @property
     def fingerprint(self) -> str:
         """SHA-256 over the canonical JSON of the entry, the settings and the security section."""
         params = self.params()
-        canonical = {k: params[k] for k in ("server", "settings", "security")}
+        canonical = {k: params[k] for k in ("server", "settings", "security", "answers")}
         return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
     @classmethod
@@ -92,6 +97,7 @@ class Attach:
             server=server.model_copy(update={"secret_values": secrets}),
             settings=Settings(**params.get("settings", {})),
             security=SecurityConfig(**params.get("security", {})),
+            answers=tuple(sorted({str(a) for a in params.get("answers", ())} & {"elicitation", "sampling"})),
         )
 
 

@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 from anyio.abc import ByteStream
 from anyio.streams.buffered import BufferedByteStream
 
@@ -123,15 +124,18 @@ async def request(method: str, path: Path | None = None) -> JSONObject:
     return result
 
 
-def spawn_daemon(linger_s: float | None = None) -> subprocess.Popen[bytes]:
-    """Start ``mcpmux daemon run`` in the background (its own session; output to its log file)."""
+def spawn_daemon(linger_s: float | None = None) -> None:
+    """Start ``mcpmux daemon run`` in the background, detached: its own session, not this process's child.
+
+    A short-lived ``sh`` starts it and exits (reaped here), so the daemon outlives the command
+    that started it without ever being a zombie of it. Its output goes to :func:`log_path`.
+    """
     command = [sys.executable, "-m", "mcpmux", "daemon", "run"]
     if linger_s is not None:
         command += ["--linger", f"{linger_s:g}"]
-    with log_path().open("ab") as log:
-        return subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
-        )
+    log = str(log_path())
+    launcher = ["/bin/sh", "-c", '"$@" </dev/null >>"$LOG" 2>&1 &', "sh", *command]
+    subprocess.run(launcher, env={**os.environ, "LOG": log}, start_new_session=True, check=True, timeout=30)
 
 
 async def start_daemon(linger_s: float | None = None) -> JSONObject:
@@ -144,19 +148,14 @@ async def start_daemon(linger_s: float | None = None) -> JSONObject:
         return await request(STATUS)
     except DaemonUnavailable:
         pass
-    process = spawn_daemon(linger_s)
+    await anyio.to_thread.run_sync(spawn_daemon, linger_s)
     with anyio.move_on_after(START_TIMEOUT_S):
         while True:
             try:
                 return await request(STATUS)
             except DaemonUnavailable:
-                if process.poll() not in (None, 0):
-                    break
                 await anyio.sleep(0.05)
-    if process.poll() is None:
-        process.kill()
-    process.wait()
-    raise DaemonUnavailable(socket_path(), f"it did not start; see {log_path()}")
+    raise DaemonUnavailable(socket_path(), f"it did not start within {START_TIMEOUT_S:g} s; see {log_path()}")
 
 
 class DaemonClient:
@@ -173,7 +172,8 @@ class DaemonClient:
         """A :data:`~mcpmux.host.ConnectionFactory`: through the daemon when it may serve ``server``."""
         if not self.serves(server):
             return Connection(server, settings, callbacks=callbacks)
-        return Connection(server, settings, callbacks=callbacks, transport=lambda: self.open(server, settings))
+        answers = tuple(n for n in ("elicitation", "sampling") if getattr(callbacks, n) is not None)
+        return Connection(server, settings, callbacks=callbacks, transport=lambda: self.open(server, settings, answers))
 
     @staticmethod
     def serves(server: ServerConfig) -> bool:
@@ -182,9 +182,11 @@ class DaemonClient:
         return server.type == "stdio" and share != "per-call" and server.unresolved_error() is None
 
     @asynccontextmanager
-    async def open(self, server: ServerConfig, settings: Settings) -> AsyncIterator[TransportStreams]:
+    async def open(
+        self, server: ServerConfig, settings: Settings, answers: tuple[str, ...] = ()
+    ) -> AsyncIterator[TransportStreams]:
         """The server's message streams through the daemon, or (``auto``) straight to it."""
-        attached = await self.attach(server, settings)
+        attached = await self.attach(server, settings, answers)
         if attached is None:
             async with open_transport(server, settings) as streams:
                 yield streams
@@ -197,14 +199,16 @@ class DaemonClient:
             streams.pid = pid if isinstance(pid, int) else None
             yield streams
 
-    async def attach(self, server: ServerConfig, settings: Settings) -> tuple[JSONObject, ByteStream] | None:
+    async def attach(
+        self, server: ServerConfig, settings: Settings, answers: tuple[str, ...] = ("elicitation", "sampling")
+    ) -> tuple[JSONObject, ByteStream] | None:
         """The daemon's answer and the open connection for ``server``; ``None`` (``auto``) to start it here.
 
         Raises:
             DaemonUnavailable: (``on``) the daemon cannot be started or reached, or cannot serve it.
         """
         security = self.config.security
-        attach = Attach(self.origin, server, settings, security, client=self.client)
+        attach = Attach(self.origin, server, settings, security, client=self.client, answers=answers)
         try:
             await self._ensure()
             return await exchange(ATTACH, attach.params())

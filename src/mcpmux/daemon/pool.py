@@ -16,7 +16,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 import anyio.abc
@@ -143,6 +143,12 @@ class Pool:
                 if other.clients == 0:
                     other.stop()
         downstream = Downstream()
+        callbacks = downstream.client_callbacks()
+        callbacks = replace(
+            callbacks,
+            sampling=callbacks.sampling if "sampling" in attach.answers else None,
+            elicitation=callbacks.elicitation if "elicitation" in attach.answers else None,
+        )
         config = Config(
             servers=(attach.server.model_copy(update={"prefix": ""}),),
             settings=attach.settings,
@@ -151,7 +157,7 @@ class Pool:
         )
         host = Host(
             config, face="daemon", store=self._store, approver=downstream.relay.approve,
-            callbacks=downstream.client_callbacks(), project=attach.origin.partition("@")[2] or None,
+            callbacks=callbacks, project=attach.origin.partition("@")[2] or None, catalog=False,
         )  # fmt: skip
         instance = Instance(key, attach, shared, host, Gateway(host, downstream=downstream))
         self._instances[key] = instance
