@@ -119,8 +119,8 @@ def cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue().decode(), err.getvalue().decode()
 
 
-@pytest.fixture
-def daemon(monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> Iterator[Daemon]:
+@pytest.fixture(name="daemon")
+def daemon_fixture(monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> Iterator[Daemon]:
     """A runtime directory short enough for a Unix socket path; the daemon mode ``auto``; every daemon reaped."""
     runtime = Path(tempfile.mkdtemp(prefix="mxd", dir="/tmp"))
     os.chmod(runtime, 0o700)

@@ -43,8 +43,8 @@ def _same_json(args: tuple[str, ...], direct: tuple[int, str], through: tuple[in
 
 
 def _both(*args: str) -> tuple[tuple[int, str], tuple[int, str]]:
-    code, out, err = cli("--no-daemon", *args)
-    code_d, out_d, err_d = cli("--daemon", *args)
+    code, out, _ = cli("--no-daemon", *args)
+    code_d, out_d, _ = cli("--daemon", *args)
     return (code, out), (code_d, out_d)
 
 
