@@ -24,9 +24,8 @@ def _counter(name: str, **extra: object) -> dict[str, object]:
 
 
 def _write_config(directory: Path, *servers: dict[str, object], settings: dict[str, object] | None = None) -> None:
-    mcp: dict[str, object] = {"servers": list(servers)}
-    if settings:
-        mcp["settings"] = settings
+    # A loaded 2-core machine can take longer than the default to start a Python child.
+    mcp: dict[str, object] = {"servers": list(servers), "settings": {"connect_timeout_ms": 120_000, **(settings or {})}}
     (directory / "mcpmux.yaml").write_text(json.dumps({"mcp": mcp}), encoding="utf-8")
 
 

@@ -13,7 +13,6 @@ import os
 import sys
 
 import anyio
-import anyio.to_thread
 from anyio.abc import ByteStream
 
 from mcpmux.config.models import Config, ServerConfig
@@ -44,11 +43,17 @@ async def _serve_here(config: Config, server: ServerConfig) -> int:
 
 
 async def _pipe(stream: ByteStream) -> int:
-    """Copy stdin to ``stream`` and ``stream`` to stdout until either side ends."""
+    """Copy stdin to ``stream`` and ``stream`` to stdout until either side ends.
+
+    stdin and stdout are made non-blocking and polled by the event loop (no thread stuck in a
+    ``read`` keeps the process alive after the daemon's end closed).
+    """
     stdin_ended = anyio.Event()
+    os.set_blocking(0, False)
+    os.set_blocking(1, False)
 
     async def upstream() -> None:
-        while data := await anyio.to_thread.run_sync(os.read, 0, CHUNK_BYTES, abandon_on_cancel=True):
+        while data := await _read(0):
             await stream.send(data)
         stdin_ended.set()
         await stream.send_eof()
@@ -57,8 +62,7 @@ async def _pipe(stream: ByteStream) -> int:
         tg.start_soon(upstream)
         try:
             while True:
-                chunk = await stream.receive()
-                await anyio.to_thread.run_sync(_write_all, chunk)
+                await _write_all(1, await stream.receive())
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         tg.cancel_scope.cancel()
@@ -68,7 +72,20 @@ async def _pipe(stream: ByteStream) -> int:
     return EXIT_UNREACHABLE
 
 
-def _write_all(data: bytes) -> None:
+async def _read(fd: int) -> bytes:
+    while True:
+        await anyio.wait_readable(fd)
+        try:
+            return os.read(fd, CHUNK_BYTES)
+        except BlockingIOError:
+            continue
+
+
+async def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(1, view) :]
+        await anyio.wait_writable(fd)
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            continue
