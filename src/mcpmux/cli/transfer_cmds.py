@@ -124,6 +124,15 @@ def import_cmd(source: str, scope: str, keep_secrets: bool) -> None:
     emit(data, render)
 
 
+def _defining_files() -> dict[str, Path | None]:
+    """Per server, the file that defines it last, unless that is the user's config file."""
+    defined: dict[str, Path | None] = {}
+    for source in (s for s in config_sources(state().config_path) if s.exists):
+        for entry in read_servers(source.path)[0]:
+            defined[str(entry.get("name"))] = None if source.role == "user" else source.path
+    return defined
+
+
 def configured_servers() -> list[JSONObject]:
     """Our servers as written (references unexpanded), merged by name over every source."""
     merged: dict[str, JSONObject] = {}
@@ -145,14 +154,23 @@ def configured_servers() -> list[JSONObject]:
     is_flag=True,
     help="Write ${VAR} references with their current values (secrets end up in the host's file in plain text).",
 )
+@click.option(
+    "--via-daemon",
+    is_flag=True,
+    help="Write stdio servers as `mcpmux connect NAME`: the host shares the daemon's warm instances.",
+)
 @json_option
-def export_cmd(host: str, output: Path | None, expand: bool) -> None:
+def export_cmd(host: str, output: Path | None, expand: bool, via_daemon: bool) -> None:
     """Write every configured server in HOST's format (stdout, or merged into --output).
 
     ${VAR} references are written as references unless --expand; a host that does not expand
     them itself (Claude Desktop) is warned about.
     """
     servers = configured_servers()
+    if via_daemon:
+        from mcpmux.daemon.entries import connect_entries
+
+        servers = connect_entries(servers, _defining_files())
     if expand:
         servers = expand_references(servers, os.environ)
     exported, skipped = export_servers(servers, host)
