@@ -1,0 +1,265 @@
+"""``mcpmux daemon``: a one-shot call warm vs cold, process and memory sprawl of host sessions, per-call overhead.
+
+1. ``mcpmux call everything:echo`` where ``everything`` is ``npx mcp-server-everything`` (the
+   peers' node_modules): cold (``--no-daemon``: the command starts npx and the server) vs warm
+   through a running daemon. Medians of a few runs, as a user types them (a fresh process each).
+2. Five simulated host sessions (``mcpmux connect --all`` each, as five Claude Code sessions would
+   run) over the reference servers (everything, filesystem, memory, time, git, and the built-ins
+   workspace and content_store): processes and total RSS of everything the sessions and the
+   daemon run (psutil), without and with the daemon.
+3. A call through ``mcpmux connect everything`` vs straight to the server, each from an SDK
+   ``ClientSession``: sequential calls per second and the overhead per call.
+
+Run: ``.venv/bin/python bench/bench_daemon.py`` (needs ``scripts/install-peers``). Ratios come from one run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import psutil
+from harness import report
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.peers.fixtures import make_git_repo, peers_dir, stdio_command  # noqa: E402
+
+SESSIONS = 5
+ONE_SHOT_RUNS = 5
+CALLS = 300
+WAIT_S = 180.0
+
+
+def _environment(root: Path) -> dict[str, str]:
+    home = root / "home"
+    home.mkdir()
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(root),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_STATE_HOME": str(home / ".state"),
+        "MCPMUX_STATE_DIR": str(home / "state"),
+        "MCPMUX_DATA_DIR": str(home / "data"),
+        "MCPMUX_DAEMON": "auto",
+    }
+    env.pop("MCPMUX_CONFIG", None)
+    return env
+
+
+def _config(root: Path) -> Path:
+    data = root / "data"
+    data.mkdir()
+    repo = make_git_repo(root / "repo")
+    servers: list[dict[str, object]] = [
+        {"name": "everything", "command": "npx", "args": ["--no-install", "mcp-server-everything", "stdio"],
+         "cwd": str(peers_dir())},
+    ]  # fmt: skip
+    for name, (command, args) in {
+        "filesystem": stdio_command("filesystem", str(data)),
+        "memory": stdio_command("memory", str(root / "memory.jsonl")),
+        "time": stdio_command("time"),
+        "git": stdio_command("git", str(repo)),
+    }.items():
+        servers.append({"name": name, "command": command, "args": args})
+    servers += [
+        {"name": "workspace", "type": "builtin", "root": str(data)},
+        {"name": "content_store", "type": "builtin"},
+    ]
+    settings = {"connect_timeout_ms": 120_000, "timeout_ms": 120_000}
+    path = root / "mcpmux.yaml"
+    path.write_text(json.dumps({"mcp": {"servers": servers, "settings": settings}}), encoding="utf-8")
+    return path
+
+
+def _mcpmux(env: dict[str, str], cwd: Path, *args: str, check: bool = True) -> float:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "mcpmux", *args], env=env, cwd=cwd, capture_output=True)
+    if check and done.returncode not in (0, 2):
+        raise RuntimeError(f"mcpmux {' '.join(args)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+    return time.perf_counter() - started
+
+
+def one_shot(env: dict[str, str], cwd: Path) -> list[list[object]]:
+    call = ("call", "everything:echo", "message=hi")
+    floor = [_mcpmux(env, cwd, "--no-daemon", "call", "nowhere:x") for _ in range(ONE_SHOT_RUNS)]
+    cold = [_mcpmux(env, cwd, "--no-daemon", *call) for _ in range(ONE_SHOT_RUNS)]
+    _mcpmux(env, cwd, "daemon", "start", "--linger", "600")
+    _mcpmux(env, cwd, "--daemon", *call)  # the first call starts the server in the daemon
+    warm = [_mcpmux(env, cwd, "--daemon", *call) for _ in range(ONE_SHOT_RUNS)]
+    _mcpmux(env, cwd, "daemon", "stop")
+    cold_s, warm_s = statistics.median(cold), statistics.median(warm)
+    return [
+        ["floor: mcpmux call of an unknown server (imports, config)", round(statistics.median(floor), 3), "", ""],
+        ["mcpmux call (npx server), cold, --no-daemon", round(cold_s, 3), "", ""],
+        ["mcpmux call (npx server), warm daemon", round(warm_s, 3), f"{cold_s / warm_s:.1f}x faster", ">= 10x"],
+    ]
+
+
+def _tree(pids: list[int]) -> list[psutil.Process]:
+    seen: dict[int, psutil.Process] = {}
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            for process in [root, *root.children(recursive=True)]:
+                seen[process.pid] = process
+        except psutil.NoSuchProcess:
+            continue
+    return list(seen.values())
+
+
+def _rss_mb(processes: list[psutil.Process]) -> float:
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return total / 2**20
+
+
+def _session(env: dict[str, str], cwd: Path, *flags: str) -> subprocess.Popen[bytes]:
+    """One host session: ``mcpmux connect --all``, initialized and listed (so every server runs)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcpmux", *flags, "connect", "--all"], env=env, cwd=cwd,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert process.stdin is not None
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "session", "version": "1"}}
+    for message in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ):
+        process.stdin.write(json.dumps(message).encode() + b"\n")
+    process.stdin.flush()
+    return process
+
+
+def _wait_listed(process: subprocess.Popen[bytes]) -> int:
+    assert process.stdout is not None
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError("a session ended before it listed its tools")
+        message = json.loads(line)
+        if message.get("id") == 2:
+            return len(message["result"]["tools"])
+    raise TimeoutError("a session did not list its tools in time")
+
+
+def _settle(pids: list[int], expected_children: int) -> list[psutil.Process]:
+    """The process tree once it holds ``expected_children`` stdio servers' trees (bounded wait)."""
+    deadline = time.monotonic() + WAIT_S
+    processes = _tree(pids)
+    while time.monotonic() < deadline and len(processes) < expected_children:
+        time.sleep(0.5)
+        processes = _tree(pids)
+    time.sleep(2.0)  # let lazily loaded modules settle before measuring memory
+    return _tree(pids)
+
+
+def sessions(env: dict[str, str], cwd: Path) -> tuple[list[list[object]], dict[str, object]]:
+    results: dict[str, tuple[int, float, int]] = {}
+    for label, flags in (("without daemon", ("--no-daemon",)), ("with daemon", ("--daemon",))):
+        daemon_pid: list[int] = []
+        if label == "with daemon":
+            _mcpmux(env, cwd, "daemon", "start", "--linger", "600")
+            status = json.loads(subprocess.run(
+                [sys.executable, "-m", "mcpmux", "--json", "daemon", "status"], env=env, cwd=cwd,
+                capture_output=True, check=True,
+            ).stdout)  # fmt: skip
+            daemon_pid = [int(status["pid"])]
+        running = [_session(env, cwd, *flags) for _ in range(SESSIONS)]
+        try:
+            tools = [_wait_listed(p) for p in running]
+            processes = _settle([p.pid for p in running] + daemon_pid, SESSIONS)
+            results[label] = (len(processes), _rss_mb(processes), min(tools))
+        finally:
+            for process in running:
+                assert process.stdin is not None
+                process.stdin.close()
+            for process in running:
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(30)
+                for stream in (process.stdout,):
+                    if stream is not None:
+                        stream.close()
+            if daemon_pid:
+                _mcpmux(env, cwd, "daemon", "stop")
+    (p0, m0, t0), (p1, m1, t1) = results["without daemon"], results["with daemon"]
+    rows: list[list[object]] = [
+        [f"{SESSIONS} sessions x 7 servers, without daemon", p0, round(m0, 1), t0, "", ""],
+        [f"{SESSIONS} sessions x 7 servers, with daemon", p1, round(m1, 1), t1,
+         f"{p0 / p1:.1f}x fewer processes", f"{m0 / m1:.1f}x less memory"],
+    ]  # fmt: skip
+    return rows, {"processes_ratio": p0 / p1, "memory_ratio": m0 / m1}
+
+
+async def _calls_per_s(params: StdioServerParameters, tool: str) -> float:
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        with anyio.fail_after(WAIT_S):
+            await session.initialize()
+            for _ in range(20):  # warm up
+                await session.call_tool(tool, {"message": "warm"})
+            started = time.perf_counter()
+            for _ in range(CALLS):
+                await session.call_tool(tool, {"message": "hi"})
+        return CALLS / (time.perf_counter() - started)
+
+
+def overhead(env: dict[str, str], cwd: Path) -> list[list[object]]:
+    node, args = stdio_command("everything")
+    direct = StdioServerParameters(command=node, args=args, env=env)
+    _mcpmux(env, cwd, "daemon", "start", "--linger", "600")
+    try:
+        shim = StdioServerParameters(
+            command=sys.executable, args=["-m", "mcpmux", "--daemon", "connect", "everything"], env=env, cwd=str(cwd)
+        )
+        straight = anyio.run(_calls_per_s, direct, "echo")
+        through = anyio.run(_calls_per_s, shim, "echo")
+    finally:
+        _mcpmux(env, cwd, "daemon", "stop")
+    per_call_us = (1 / through - 1 / straight) * 1e6
+    return [
+        ["echo straight to server-everything (SDK ClientSession)", round(straight, 1), "", ""],
+        ["echo through mcpmux connect -> daemon", round(through, 1), f"{per_call_us:.0f} us/call overhead",
+         f"{through / straight:.2f}x throughput"],
+    ]  # fmt: skip
+
+
+def main() -> None:
+    root = Path(tempfile.mkdtemp(prefix="mxb", dir="/tmp"))
+    try:
+        env = _environment(root)
+        _config(root)
+        load = os.getloadavg()[0]
+        report("daemon_one_shot", ["what", "median s", "ratio", "target"], one_shot(env, root), load_avg=load)
+        rows, ratios = sessions(env, root)
+        report(
+            "daemon_sessions", ["what", "processes", "RSS MB", "tools listed", "processes", "memory"], rows,
+            targets={"processes": ">= 4x fewer", "memory": ">= 3x less"}, **ratios,
+        )  # fmt: skip
+        report("daemon_overhead", ["what", "calls/s", "overhead", "ratio"], overhead(env, root), calls=CALLS)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
