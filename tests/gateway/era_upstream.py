@@ -27,7 +27,8 @@ async def slow(steps: int, ctx: ToolContext) -> str:
     return f"done in {steps}"
 
 
-async def hang() -> str:
+async def hang(ctx: ToolContext) -> str:
+    await ctx.report_progress(0, None, "hanging")  # tells the client the call reached the upstream
     try:
         await anyio.sleep_forever()
     except anyio.get_cancelled_exc_class():
@@ -38,6 +39,10 @@ async def hang() -> str:
 
 def cancelled() -> str:
     return str(_cancelled["hang"])
+
+
+def count(tool: str, ctx: ToolContext) -> str:
+    return str(ctx.mock.count(tool))
 
 
 async def sample(prompt: str, ctx: ToolContext) -> Any:
@@ -81,6 +86,7 @@ def build(era: Era) -> MockServer:
         .tool("slow", slow, schema={"type": "object", "properties": {"steps": {"type": "integer"}}})
         .tool("hang", hang)
         .tool("cancelled", cancelled)
+        .tool("count", count, schema={"type": "object", "properties": {"tool": {"type": "string"}}})
         .tool("sample", sample, schema={"type": "object", "properties": {"prompt": {"type": "string"}}})
         .tool("elicit", elicit, schema={"type": "object", "properties": {"question": {"type": "string"}}})
         .tool("add_tool", add_tool, schema={"type": "object", "properties": {"name": {"type": "string"}}})
