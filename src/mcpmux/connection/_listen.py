@@ -3,16 +3,16 @@
 A 2026-07-28 server sends nothing unsolicited: list changes and resource updates reach a client
 only on a ``subscriptions/listen`` stream whose filter the client states when it opens it
 (SEP-2575). A :class:`Listener` keeps one such stream open for what the server offers
-(``listChanged`` of tools, prompts, resources) and the resources subscribed to, and hands its
-events to the callbacks the handshake era's notifications reach, so the layers above see one
-behaviour in both eras. A filter cannot be amended: a changed set of subscriptions reopens the
+(``listChanged`` of tools, prompts, resources) and the resources subscribed to. The SDK hands
+each event on to the session's message handler as the notification it stands for, so the
+handshake era's router reaches the same callbacks and the layers above see one behaviour in both
+eras (the stream itself is only drained here). A filter cannot be amended: a changed set of subscriptions reopens the
 stream (an event between the two is lost, as on any re-listen: the spec has no replay).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 
 import anyio
 import anyio.abc
@@ -20,42 +20,30 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.subscriptions import ListenNotSupportedError, Subscription, SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
-from mcp.shared.subscriptions import (
-    PromptsListChanged,
-    ResourcesListChanged,
-    ResourceUpdated,
-    ServerEvent,
-    ToolsListChanged,
-)
 
-from mcpmux.connection.callbacks import ClientCallbacks, ListKind
 from mcpmux.errors import ProtocolError
 
-__all__ = ["RELISTEN_DELAY_S", "Listener"]
+__all__ = ["FIRST_LISTEN_TIMEOUT_S", "RELISTEN_DELAY_S", "Listener"]
 
 logger = logging.getLogger(__name__)
 
 RELISTEN_DELAY_S = 1.0
 """The pause before reopening a stream the server dropped (the connection itself may be ending)."""
 
-_KINDS: Mapping[type[ServerEvent], ListKind] = {
-    ToolsListChanged: "tools",
-    PromptsListChanged: "prompts",
-    ResourcesListChanged: "resources",
-}
+FIRST_LISTEN_TIMEOUT_S = 5.0
+"""How long connecting waits for the first stream's acknowledgment (a change before it would be lost)."""
 
 
 class Listener:
     """The ``subscriptions/listen`` stream of one stateless-era connection.
 
     Args:
-        server: the server's name (for callbacks and logs).
+        server: the server's name (for logs and errors).
         session: the connection's entered SDK session (2026-07-28 era).
-        callbacks: where list changes and resource updates go.
     """
 
-    def __init__(self, server: str, session: ClientSession, callbacks: ClientCallbacks) -> None:
-        self.server, self.session, self.callbacks = server, session, callbacks
+    def __init__(self, server: str, session: ClientSession) -> None:
+        self.server, self.session = server, session
         capabilities = session.server_capabilities or types.ServerCapabilities()
         self._lists = {
             "tools_list_changed": bool(capabilities.tools and capabilities.tools.list_changed),
@@ -67,8 +55,14 @@ class Listener:
         self._wanted = 0
         """Bumped at each change of the filter; :meth:`run` reopens the stream when it moves."""
         self._changed = anyio.Event()
-        self._opened: dict[int, anyio.Event] = {}
+        self._opened: dict[int, anyio.Event] = {0: anyio.Event()}
         self._failure: Exception | None = None
+
+    async def first_opened(self) -> None:
+        """Wait until the first stream is open (or refused): changes from then on are not missed."""
+        opened = self._opened.get(0)
+        if opened is not None:
+            await opened.wait()
 
     async def run(self) -> None:
         """Keep a stream open with the current filter until cancelled (the connection closes)."""
@@ -99,12 +93,10 @@ class Listener:
             await self._changed.wait()
 
     async def _pump(self, subscription: Subscription, scope: anyio.CancelScope) -> None:
+        # Each event also reaches the message handler (the SDK tees it): acting here too would
+        # deliver it twice. Draining keeps the stream's buffer from filling up.
         async for event in subscription:
-            if isinstance(event, ResourceUpdated):
-                if self.callbacks.on_resource_updated is not None:
-                    await self.callbacks.on_resource_updated(self.server, event.uri)
-            elif type(event) in _KINDS and self.callbacks.on_list_changed is not None:
-                await self.callbacks.on_list_changed(self.server, _KINDS[type(event)])
+            logger.debug("server %r: %r", self.server, event)
         # A graceful close by the server: the loop in run() opens a new stream.
         self._changed.set()
         scope.cancel()

@@ -29,7 +29,7 @@ from mcpmux.connection._dispatch import WatchedDispatcher
 from mcpmux.connection._era import is_modern, negotiate
 from mcpmux.connection._errormap import FOREIGN_ERRORS
 from mcpmux.connection._evidence import Evidence
-from mcpmux.connection._listen import Listener
+from mcpmux.connection._listen import FIRST_LISTEN_TIMEOUT_S, Listener
 from mcpmux.connection._routing import build_hooks
 from mcpmux.connection._streams import StreamWatch
 from mcpmux.connection.callbacks import ClientCallbacks
@@ -171,21 +171,34 @@ class Connection:
                     opening.deadline = math.inf
                     if failure is None:
                         self._session = session
-                        task_status.started(self._describe(session, streams, opened - started, opened))
-                        await self._live(session)
+                        await self._live(session, lambda: task_status.started(
+                            self._describe(session, streams, opened - started, opened)
+                        ))  # fmt: skip
         if failure is not None:
             raise failure
         if opening.cancelled_caught:
             raise MCPTimeoutError(self.name, "connect", limit)
 
-    async def _live(self, session: ClientSession) -> None:
-        """Serve the session until closed; a stateless-era one listens for changes meanwhile."""
+    async def _live(self, session: ClientSession, started: Callable[[], None]) -> None:
+        """Serve the session until closed; a stateless-era one listens for changes meanwhile.
+
+        ``started`` reports the connection ready: for a stateless-era one, once its first
+        ``subscriptions/listen`` stream is open (bounded), so no change after connect is missed.
+        """
         if not is_modern(session.protocol_version):
+            started()
             await self._closing.wait()
             return
-        self._listener = Listener(self.name, session, self.callbacks)
+        self._listener = Listener(self.name, session)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._listener.run)
+            with anyio.move_on_after(FIRST_LISTEN_TIMEOUT_S) as waited:
+                await self._listener.first_opened()
+            if waited.cancelled_caught:
+                logger.warning(
+                    "server %r: no subscriptions/listen acknowledgment in %g s", self.name, FIRST_LISTEN_TIMEOUT_S
+                )
+            started()
             await self._closing.wait()
             tg.cancel_scope.cancel()
 
