@@ -45,6 +45,7 @@ class Gateway:
     serving: Serving
     alice: str
     bob: str
+    carol: str
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     config = write_config(root, LEGACY, "stdio", None)
     tokens = [
         json.loads(mcpmux(root, config, "token", "create", name, "--can-approve", "--json").stdout)["token"]
-        for name in ("alice", "bob")
+        for name in ("alice", "bob", "carol")
     ]
     with serve(root, config, "--http", "127.0.0.1:0") as serving:
         yield Gateway(serving, *tokens)
@@ -221,6 +222,22 @@ def test_mixed_protocol_versions_between_header_and_envelope_are_refused(gateway
     # The handshake era's header on a request in the stateless era's envelope, without a session.
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**echo, "_meta": envelope()}}
     assert post(gateway, body, **{"MCP-Protocol-Version": LEGACY}).status_code == 400
+
+
+def test_one_client_cannot_leave_unbounded_calls_parked(gateway: Gateway) -> None:
+    # Each parked call outlives its request (with its upstream call in flight) until answered or
+    # expired: a client could otherwise leave any number behind, one cheap request each.
+    from mcpmux.gateway.stateless import MAX_PARKED_PER_CALLER
+
+    states = [asked(gateway, f"p{n}", gateway.carol) for n in range(MAX_PARKED_PER_CALLER)]
+    refused = call(gateway, "up__guarded", {"text": "one more"}, gateway.carol)
+    assert refused["error"]["code"] == types.INVALID_REQUEST, refused
+    assert "already wait for its answers" in refused["error"]["message"]
+    asked(gateway, "another client", gateway.bob)  # the bound is per client
+    answered = call(gateway, "up__guarded", {"text": "p0"}, gateway.carol, requestState=states[0],
+                    inputResponses={"mcpmux-1": YES})  # fmt: skip
+    assert answered["result"]["content"][0]["text"] == "guarded: p0"
+    asked(gateway, "room again", gateway.carol)
 
 
 async def test_the_gateway_serves_clients_of_both_eras_after_the_attacks(gateway: Gateway) -> None:
