@@ -100,3 +100,25 @@ async def test_subscribing_to_a_stateless_server_without_subscriptions_is_a_clea
             assert conn.protocol_version == "2026-07-28"
             with pytest.raises(ProtocolError, match="offers no resource subscriptions"):
                 await conn.subscribe_resource(NOTE)
+
+
+async def test_a_stream_the_server_closes_is_opened_again() -> None:
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+    from mcp.shared.subscriptions import ToolsListChanged
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[])
+
+    bus = InMemorySubscriptionBus()
+    handler = ListenHandler(bus)
+    server: Server[Any] = Server("closing", on_list_tools=list_tools, on_subscriptions_listen=handler)
+    seen = Seen()
+    with anyio.fail_after(15):
+        async with connect(server, protocol="2026-07-28", callbacks=callbacks(seen)) as conn:
+            assert conn.protocol_version == "2026-07-28"
+            handler.close()  # the server ends every stream gracefully (a restart, a deploy)
+            while not seen.events:  # the client listens again; an event then arrives
+                await bus.publish(ToolsListChanged())
+                with anyio.move_on_after(0.2):
+                    await seen.arrived.wait()
+    assert seen.events[0] == ("list_changed", "tools")

@@ -86,6 +86,11 @@ class Listener:
         except SubscriptionLost as exc:
             logger.info("server %r dropped its subscriptions/listen stream; listening again: %s", self.server, exc)
             await anyio.sleep(RELISTEN_DELAY_S)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            # The transport is gone: the connection ends and says why; nothing to listen to until then.
+            logger.info("server %r: subscriptions/listen stream lost with its transport: %r", self.server, exc)
+            self._settle(generation, exc)
+            await self._changed.wait()
         except (MCPError, ListenNotSupportedError, TimeoutError) as exc:
             # Refused (e.g. -32601): not asked again until the filter changes.
             logger.warning("server %r refused subscriptions/listen: %s", self.server, exc)
@@ -95,9 +100,13 @@ class Listener:
     async def _pump(self, subscription: Subscription, scope: anyio.CancelScope) -> None:
         # Each event also reaches the message handler (the SDK tees it): acting here too would
         # deliver it twice. Draining keeps the stream's buffer from filling up.
-        async for event in subscription:
-            logger.debug("server %r: %r", self.server, event)
-        # A graceful close by the server: the loop in run() opens a new stream.
+        try:
+            async for event in subscription:
+                logger.debug("server %r: %r", self.server, event)
+        except SubscriptionLost as exc:
+            logger.info("server %r dropped its subscriptions/listen stream; listening again: %s", self.server, exc)
+            await anyio.sleep(RELISTEN_DELAY_S)
+        # Closed by the server, gracefully or not: the loop in run() opens a new stream.
         self._changed.set()
         scope.cancel()
 
