@@ -64,3 +64,18 @@ class _Streams:
 
     async def __aexit__(self, *exc: object) -> None:
         return None
+
+
+async def test_list_changed_after_reaches_a_stateless_era_client_through_its_listen_stream() -> None:
+    mock = MockServer("grows").tool("ping", result="pong").list_changed_after(1).era("2026-07-28")
+    with anyio.fail_after(DEADLINE_S):
+        async with (
+            mock.serve("memory") as served,
+            served.sdk_transport() as (read, write),
+            Client(_Streams(read, write), mode="2026-07-28") as client,  # type: ignore[arg-type]
+            client.listen(tools_list_changed=True) as events,
+        ):
+            await client.call_tool("ping", {})
+            async for _event in events:
+                break
+            assert "added_after_1" in {t.name for t in (await client.list_tools()).tools}

@@ -232,7 +232,10 @@ class MockRuntime(Server[Any]):
                 return result
         if self.mock.book is not None:
             return types.CallToolResult.model_validate(self.mock.book.answer("tools/call", tool.name, call.arguments))
-        return await tool.answer(call.arguments, ToolContext(ctx, params, self.mock, self.bus, self.subscribed))
+        return await tool.answer(call.arguments, self._context(ctx, params))
+
+    def _context(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> ToolContext:
+        return ToolContext(ctx, params, self.mock, self.bus, self.subscribed)
 
     async def _fail(
         self, failure: Failure, tool: MockTool, ctx: ServerRequestContext[Any]
@@ -266,7 +269,7 @@ class MockRuntime(Server[Any]):
             return
         self.mock.tool(added, result="added", description=f"A tool the mock added after {n} calls.")
         try:
-            await ctx.session.send_tool_list_changed()
+            await self._context(ctx, types.CallToolRequestParams(name=tool.name)).send_tool_list_changed()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError) as exc:
             logger.warning("mock %r could not announce its changed tool list: %r", self.mock.name, exc)
 
