@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -41,6 +42,14 @@ def _openapi(tmp_path: Path, paths: dict[str, object], **extra: object) -> str:
     return f"file://{spec}"
 
 
+def _is_problem(answer: Any, status: int) -> bool:
+    """``answer`` is an RFC 9457 problem document with ``status`` (the API's one error shape)."""
+    if answer.status_code != status or answer.headers["content-type"] != "application/problem+json":
+        return False
+    body = answer.json()
+    return body["status"] == status and bool(body["title"]) and bool(body["detail"])
+
+
 def _registered(client: TestClient) -> list[str]:
     return [s["name"] for s in client.get("/api/sources").json() if not s["read_only"]]
 
@@ -51,8 +60,9 @@ def test_once_a_token_exists_every_request_needs_one_and_its_scope(tmp_path: Pat
         reader = tokens.create("reader", scopes=("read",))
         runner = tokens.create("runner", scopes=("read", "execute"))
         admin = tokens.create("boss", scopes=("read", "execute", "admin"))
-        assert client.get("/api/sources").status_code == 401
-        assert client.get("/api/sources", headers={"Authorization": "Bearer mcpmux_forged"}).status_code == 401
+        missing = client.get("/api/sources")
+        assert _is_problem(missing, 401) and missing.headers["www-authenticate"].startswith("Bearer")
+        assert _is_problem(client.get("/api/sources", headers={"Authorization": "Bearer mcpmux_forged"}), 401)
         as_reader = {"Authorization": f"Bearer {reader}"}
         assert client.get("/api/sources", headers=as_reader).status_code == 200
         body = {"tool_id": "x:y", "arguments": {}}
@@ -77,16 +87,16 @@ def test_a_web_page_cannot_use_the_api(tmp_path: Path) -> None:
             json={"name": "x", "source_type": "mcp", "url": "http://127.0.0.1:9/mcp"},
             headers={"Origin": "http://evil.example"},
         )
-        assert foreign.status_code == 403
+        assert _is_problem(foreign, 403)
         rebound = client.get("/api/sources", headers={"Host": "evil.example"})
-        assert rebound.status_code == 421
+        assert _is_problem(rebound, 421)
         assert _registered(client) == []
 
 
 def test_an_oversized_body_is_refused(tmp_path: Path) -> None:
     with api(tmp_path) as (client, _):
         huge = {"tool_id": "a:b", "arguments": {"x": "y" * (5 * 1024 * 1024)}}
-        assert client.post("/api/tools/execute", json=huge).status_code == 413
+        assert _is_problem(client.post("/api/tools/execute", json=huge), 413)
 
 
 def test_a_network_caller_cannot_make_the_host_start_a_program(tmp_path: Path) -> None:
