@@ -5,6 +5,7 @@ manifests (each a 4xx problem, nothing half-registered), and secrets that must n
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,14 @@ def _is_problem(answer: Any, status: int) -> bool:
         return False
     body = answer.json()
     return body["status"] == status and bool(body["title"]) and bool(body["detail"])
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
 
 
 def _registered(client: TestClient) -> list[str]:
@@ -123,6 +132,7 @@ def test_a_network_caller_cannot_make_the_host_start_a_program(tmp_path: Path) -
         "ref_cycle",
         "external_ref",
         "unreachable_spec",
+        "unreachable_base_url",
         "bad_name",
         "unknown_field",
     ],
@@ -142,6 +152,9 @@ def test_hostile_or_broken_input_is_a_4xx_problem_and_registers_nothing(tmp_path
         body["url"] = _openapi(tmp_path, {"/p": {"get": {"parameters": [{"$ref": "file:///etc/passwd"}]}}})
     elif case == "unreachable_spec":
         body["url"] = "http://127.0.0.1:9/openapi.json"
+    elif case == "unreachable_base_url":
+        body["url"] = _openapi(tmp_path, {"/p": {"get": {"operationId": "p"}}})
+        body["openapi_config"] = {"base_url": f"http://127.0.0.1:{_closed_port()}/v1"}
     elif case == "bad_name":
         body = {"name": "../../etc", "source_type": "mcp", "url": "http://127.0.0.1:9/mcp"}
     else:
@@ -153,22 +166,25 @@ def test_hostile_or_broken_input_is_a_4xx_problem_and_registers_nothing(tmp_path
         assert answer.headers["content-type"] == "application/problem+json"
         assert {"type", "title", "status", "detail"} <= set(problem)
         assert _registered(client) == []
+    if case == "unreachable_base_url":
+        assert answer.status_code == 422 and "unreachable" in problem["detail"], problem
 
 
 def test_secrets_never_come_back_and_configured_servers_are_read_only(tmp_path: Path) -> None:
     spec = _openapi(tmp_path, {"/x": {"get": {"operationId": "x"}}})
     configured = OpenAPIServerConfig(name="fromfile", spec=spec.removeprefix("file://"), base_url="http://127.0.0.1:9")
     config = Config(servers=(configured,), security=SecurityConfig(pinning="off"))
+    service = socket.create_server(("127.0.0.1", 0))  # a base URL that accepts connections
     body = {
         "name": "api",
         "source_type": "openapi",
         "url": spec,
         "openapi_config": {
-            "base_url": "http://127.0.0.1:9",
+            "base_url": f"http://127.0.0.1:{service.getsockname()[1]}",
             "auth": {"type": "api_key", "in": "header", "name": "K", "value": SECRET},
         },
     }
-    with api(tmp_path, config=config) as (client, _):
+    with service, api(tmp_path, config=config) as (client, _):
         created = client.post("/api/sources", json=body)
         assert created.status_code == 201, created.text
         for path in ("/api/sources", "/api/sources/api", "/api/tools", "/api/servers", "/api/audit"):

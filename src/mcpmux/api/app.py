@@ -307,7 +307,31 @@ async def _check_openapi(spec: SourceSpec) -> None:
     assert isinstance(server, OpenAPIServerConfig)
     document = await load_spec(server.spec, verify_tls=server.verify_tls)
     operations_of(server, document)
-    target_of(server, document)
+    await _check_reachable(target_of(server, document).base_url)
+
+
+REACH_TIMEOUT_S = 10.0
+
+
+async def _check_reachable(base_url: str) -> None:
+    """The service behind ``base_url`` accepts a connection (any HTTP answer would do): a source
+    whose every call would fail is not registered. Nothing is sent."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    try:
+        with anyio.fail_after(REACH_TIMEOUT_S):
+            stream = await anyio.connect_tcp(host, port)
+    except TimeoutError:
+        why = f"no answer within {REACH_TIMEOUT_S:g} s"
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+    else:
+        await stream.aclose()
+        return
+    detail = f"the service's base URL {base_url} is unreachable ({why}); start it or correct base_url, then retry"
+    raise ApiProblem(422, "Unreachable", detail)
 
 
 def _writable(rt: ApiRuntime, key: str) -> None:
