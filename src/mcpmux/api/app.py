@@ -31,7 +31,9 @@ from mcpmux.api.models import (
 from mcpmux.api.problems import ApiProblem, install
 from mcpmux.api.runtime import ApiRuntime
 from mcpmux.errors import MCPMuxError, NotFound
-from mcpmux.gateway.security import Gatekeeper
+from mcpmux.gateway.oauth_resource import API_SCOPE_PREFIX
+from mcpmux.gateway.security import CALLER, Gatekeeper
+from mcpmux.gateway.tokens import TokenInfo
 from mcpmux.sources.models import ExecutionMode, SourceSpec, SourceTool
 
 __all__ = ["API_PREFIX", "Caller", "create_app"]
@@ -79,11 +81,8 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
 
     def caller(request: Request) -> Caller:
         # The security middleware checked the token (and took the header off): it left who it was.
-        user = request.scope.get("user")
-        name = getattr(getattr(user, "access_token", None), "client_id", None)
-        tokens = gate.security.tokens
-        info = tokens.named(name) if tokens is not None and isinstance(name, str) else None
-        if info is not None:
+        info = request.scope.get(CALLER)
+        if isinstance(info, TokenInfo):
             return Caller(info.name, info.api_scopes)
         if gate.tokens_required():
             raise ApiProblem(401, "Unauthorized", "a valid bearer token is required (mcpmux token create NAME)")
@@ -92,7 +91,11 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
     def needs(scope: str) -> Callable[[Caller], Caller]:
         def check(who: Annotated[Caller, Depends(caller)]) -> Caller:
             if scope not in who.scopes:
-                detail = f"token {who.name!r} lacks the scope {scope!r} (mcpmux token create NAME --scope {scope})"
+                if who.name is not None and who.name.startswith("oauth:"):
+                    how = f"an access token with the scope {API_SCOPE_PREFIX}{scope}"
+                else:
+                    how = f"mcpmux token create NAME --scope {scope}"
+                detail = f"token {who.name!r} lacks the scope {scope!r} ({how})"
                 raise ApiProblem(403, "Forbidden", detail)
             return who
 

@@ -41,6 +41,7 @@ from mcpmux.gateway.tokens import TokenInfo, TokenStore
 
 __all__ = [
     "ANONYMOUS",
+    "CALLER",
     "DEFAULT_BODY_TIMEOUT_S",
     "DEFAULT_MAX_BODY_BYTES",
     "LOOPBACK_HOSTS",
@@ -65,6 +66,8 @@ PROBLEM_MEDIA = "application/problem+json"
 SUBPROTOCOL_TOKEN_PREFIX = "mcpmux.bearer."
 # Set in the ASGI scope of a public path's request when tokens are required and none was given.
 ANONYMOUS = "mcpmux.anonymous"
+CALLER = "mcpmux.caller"
+"""The ASGI scope key under which an admitted request's :class:`~mcpmux.gateway.tokens.TokenInfo` is kept."""
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mcpmux"'}
 _LOWERED = (b"host", b"origin")
 
@@ -257,6 +260,7 @@ class SecurityMiddleware:
         # The SDK binds each Streamable HTTP session to the client_id of the user that opened it.
         access = AccessToken(token=f"sha256:{info.name}", client_id=info.name, scopes=info.scopes)
         scope["user"] = AuthenticatedUser(access)
+        scope[CALLER] = info  # who this is, whichever issued the token (the REST API reads its scopes)
         return None
 
     def _challenge(self, headers: Headers) -> dict[str, str]:
