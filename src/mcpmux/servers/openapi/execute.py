@@ -92,9 +92,11 @@ class OpenAPIExecutor:
                 request = _pinned(request, address)
             return await self._send(request, shown)
         except httpx.TimeoutException as exc:
-            return _error(f"{shown} timed out ({type(exc).__name__})")
+            return _error(f"{self.server}: {shown} timed out ({type(exc).__name__}); is the service overloaded?")
+        except httpx.ConnectError as exc:
+            return _error(f"{self.server}: {shown} failed: cannot connect ({exc}); is the service running?")
         except httpx.HTTPError as exc:
-            return _error(f"{shown} failed: {type(exc).__name__}: {exc}")
+            return _error(f"{self.server}: {shown} failed: {type(exc).__name__}: {exc}")
         except (TypeError, ValueError) as exc:
             return _error(f"cannot build {shown}: {exc}")
 
