@@ -177,9 +177,13 @@ class DaemonClient:
 
     @staticmethod
     def serves(server: ServerConfig) -> bool:
-        """Whether ``server`` goes through the daemon: a resolved stdio entry that may be shared."""
+        """Whether ``server`` goes through the daemon: a resolved stdio entry that may be kept and shared.
+
+        ``share: per-call`` and ``lifecycle: transient`` entries are never kept: the command starts them.
+        """
         share = getattr(server, "share", "per-call")
-        return server.type == "stdio" and share != "per-call" and server.unresolved_error() is None
+        kept = share != "per-call" and getattr(server, "lifecycle", "singleton") != "transient"
+        return server.type == "stdio" and kept and server.unresolved_error() is None
 
     @asynccontextmanager
     async def open(
