@@ -48,6 +48,17 @@ async def _session(daemon: Daemon, project: Path, *args: str) -> AsyncIterator[C
         yield session
 
 
+async def _listed(session: ClientSession, tool: str) -> list[str]:
+    """The tool names once ``tool`` is among them: over stdio the gateway answers before its upstreams
+    connect (at most 5 s), and a loaded machine may take longer; a host would wait for list_changed."""
+    with anyio.fail_after(WAIT_S):
+        while True:
+            names = [t.name for t in (await session.list_tools()).tools]
+            if tool in names:
+                return names
+            await anyio.sleep(0.2)
+
+
 async def _bump(session: ClientSession, tool: str = "bump") -> int:
     with anyio.fail_after(WAIT_S):
         result = await session.call_tool(tool, {})
@@ -61,7 +72,7 @@ def test_two_host_sessions_share_one_warm_instance_through_connect(daemon: Daemo
 
     async def main() -> tuple[list[str], list[int], int]:
         async with _session(daemon, project, "counter") as one, _session(daemon, project, "counter") as two:
-            tools = [t.name for t in (await one.list_tools()).tools]
+            tools = await _listed(one, "bump")
             counts = [await _bump(one), await _bump(two), await _bump(one)]
             status = await anyio.to_thread.run_sync(daemon.status) or {}
             clients = sum(s["clients"] for s in status["servers"])  # type: ignore[attr-defined]
@@ -80,7 +91,7 @@ def test_connect_all_serves_every_server_under_gateway_names(daemon: Daemon, pro
 
     async def main() -> tuple[list[str], int]:
         async with _session(daemon, project, "--all") as session:
-            tools = [t.name for t in (await session.list_tools()).tools]
+            tools = await _listed(session, "counter__bump")
             return tools, await _bump(session, "counter__bump")
 
     assert anyio.run(main) == (["counter__bump"], 1)
@@ -92,6 +103,7 @@ def test_connect_without_a_daemon_serves_the_server_itself(daemon: Daemon, proje
 
     async def main() -> int:
         async with _session(daemon, project, "counter") as session:
+            await _listed(session, "bump")
             return await _bump(session)
 
     assert anyio.run(main) == 1

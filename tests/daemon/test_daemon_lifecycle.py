@@ -93,7 +93,7 @@ def test_an_idle_server_is_stopped_and_the_next_call_starts_it_again(daemon: Dae
 
 def test_the_daemon_stops_itself_with_no_client_and_no_server(daemon: Daemon, project: Path) -> None:
     _write_config(project, _counter("counter", idle_timeout_s=0.3))
-    process = daemon.start("--linger", "0.5")
+    process = daemon.start("--linger", "5")  # long enough for the call below to arrive first
     _bump("counter")
     daemon.wait_for(lambda: process.poll() is not None, "the daemon to stop itself")
     assert process.returncode == 0 and not daemon.socket.exists()
