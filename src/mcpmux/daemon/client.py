@@ -22,6 +22,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -30,15 +31,17 @@ from anyio.streams.buffered import BufferedByteStream
 
 from mcpmux.config.display import redact
 from mcpmux.config.models import Config, DaemonMode, ServerConfig, Settings
-from mcpmux.connection.callbacks import ClientCallbacks
-from mcpmux.connection.connection import Connection
 from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, STATUS, Attach, request_line
 from mcpmux.daemon.paths import check_owned, log_path, socket_path
 from mcpmux.errors import DaemonUnavailable
-from mcpmux.host import ConnectionFactory
 from mcpmux.json_shapes import JSONObject
-from mcpmux.transports import TransportStreams, open_transport
-from mcpmux.transports.tcp import framed_streams
+
+if TYPE_CHECKING:
+    # Imported where used: a command that only asks the daemon (or has it off) never loads the SDK client.
+    from mcpmux.connection.callbacks import ClientCallbacks
+    from mcpmux.connection.connection import Connection
+    from mcpmux.host import ConnectionFactory
+    from mcpmux.transports import TransportStreams
 
 __all__ = [
     "START_TIMEOUT_S",
@@ -170,6 +173,8 @@ class DaemonClient:
 
     def connection(self, server: ServerConfig, settings: Settings, callbacks: ClientCallbacks) -> Connection:
         """A :data:`~mcpmux.host.ConnectionFactory`: through the daemon when it may serve ``server``."""
+        from mcpmux.connection.connection import Connection
+
         if not self.serves(server):
             return Connection(server, settings, callbacks=callbacks)
         answers = tuple(n for n in ("elicitation", "sampling") if getattr(callbacks, n) is not None)
@@ -190,6 +195,9 @@ class DaemonClient:
         self, server: ServerConfig, settings: Settings, answers: tuple[str, ...] = ()
     ) -> AsyncIterator[TransportStreams]:
         """The server's message streams through the daemon, or (``auto``) straight to it."""
+        from mcpmux.transports import open_transport
+        from mcpmux.transports.tcp import framed_streams
+
         attached = await self.attach(server, settings, answers)
         if attached is None:
             async with open_transport(server, settings) as streams:
