@@ -142,7 +142,7 @@ def test_a_killed_daemon_takes_its_children_and_the_next_command_starts_a_new_on
     process.wait(30)
     daemon.wait_for(lambda: _gone(child), "the killed daemon's server to be ended by the watchdog")
     daemon.wait_for(lambda: _gone(watchdog), "the watchdog to exit")
-    count, fresh = _bump("counter")  # auto: a new daemon is started on demand
+    count, fresh = _bump("counter", "--daemon")  # on: a new daemon is started on demand
     assert (count, fresh != child) == (1, True)
     assert daemon.status()["pid"] != process.pid  # type: ignore[index]
 

@@ -159,8 +159,8 @@ class Settings(_Frozen):
     """Names and globs (``CORP_*``) of mcpmux's environment variables that stdio children also get,
     besides the built-in allow-list (PATH, HOME, locale, trust stores, proxies, ...)."""
 
-    # ``mcpmux daemon`` (docs/daemon.md): ``auto`` uses it when running and starts it on demand,
-    # falling back to starting servers here; ``on`` requires it; ``off`` never uses it.
+    # ``mcpmux daemon`` (docs/daemon.md): ``auto`` uses it when it runs, else starts servers here;
+    # ``on`` requires it (starting it on demand); ``off`` never uses it.
     daemon: DaemonMode = "auto"
     idle_timeout_s: float = Field(DEFAULT_IDLE_TIMEOUT_S, gt=0)
     """How long the daemon keeps a stdio server with no client attached before stopping it."""

@@ -6,9 +6,10 @@ daemon's socket, everything else as before. Above the transport nothing changes 
 guard, rendering), so a command prints the same with and without the daemon. Modes
 (``settings.daemon``, ``MCPMUX_DAEMON``, ``--daemon``/``--no-daemon``):
 
-- ``auto``: use the daemon, starting it in the background when none runs; if it cannot be started
-  or cannot serve a server, that server is started here as before (logged at INFO);
-- ``on``: the daemon is required; a failure is a :class:`~mcpmux.errors.DaemonUnavailable` (exit 3);
+- ``auto``: use the daemon when one runs; when none runs, or it cannot serve a server, that server
+  is started here as before (logged at INFO);
+- ``on``: the daemon is required, and started in the background when none runs; a failure is a
+  :class:`~mcpmux.errors.DaemonUnavailable` (exit 3);
 - ``off``: never.
 """
 
@@ -231,14 +232,16 @@ class DaemonClient:
             return None
 
     async def _ensure(self) -> None:
-        """Start the daemon once per command if none answers (both modes: ``on`` needs it too)."""
+        """Check once per command that the daemon answers (``on``: start it if none does)."""
         async with self._ensure_lock:
             if self._unavailable is not None:
                 raise self._unavailable
             if self._running:
                 return
             try:
-                await start_daemon()
+                # ``auto`` uses a running daemon; only ``on`` starts one (no command leaves a
+                # background process behind unless asked to).
+                await (start_daemon() if self.mode == "on" else request(STATUS))
             except DaemonUnavailable as exc:
                 self._unavailable = exc
                 raise
