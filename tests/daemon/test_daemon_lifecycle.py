@@ -167,7 +167,12 @@ def test_the_audit_row_names_the_client_process(daemon: Daemon, project: Path) -
     _write_config(project, _counter("counter"))
     daemon.start("--linger", "600")
     _bump("counter")
+    expected = ("daemon", f"mcpmux/0.1.0 (pid {os.getpid()})")
+    # The daemon's audit writer stores rows behind the calls: wait for it (bounded).
+    daemon.wait_for(lambda: expected in _audit_rows(), "the daemon's audit row")
+
+
+def _audit_rows() -> set[tuple[str, str]]:
     code, out, _ = cli("--json", "audit", "--server", "counter")
     assert code == 0
-    callers = {(row["face"], row["caller"]) for row in json.loads(out)}
-    assert ("daemon", f"mcpmux/0.1.0 (pid {os.getpid()})") in callers
+    return {(row["face"], row["caller"]) for row in json.loads(out)}

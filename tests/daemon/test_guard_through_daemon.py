@@ -28,6 +28,11 @@ def test_require_approval_refuses_and_yes_approves_the_same_with_and_without_the
         code, out, err = cli(*flags, "call", "-y", "counter:bump")
         assert code == 0, err
         assert out.startswith("1 pid ")
+    # The daemon's guard asked, the command's --yes answered (its audit writer stores rows behind the calls).
+    daemon.wait_for(lambda: ("daemon", "ok") in _outcomes(), "the daemon's audit row")
+
+
+def _outcomes() -> set[tuple[str, str]]:
     code, out, _ = cli("--json", "audit", "--server", "counter")
-    rows = [(r["face"], r["outcome"]) for r in json.loads(out)]
-    assert ("daemon", "ok") in rows  # the daemon's guard asked, the command's --yes answered
+    assert code == 0
+    return {(r["face"], r["outcome"]) for r in json.loads(out)}
