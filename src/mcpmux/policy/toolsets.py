@@ -10,6 +10,11 @@ over ``SERVER:URI`` for resources (the configured server name). They are compare
 character for character: ``FS:*`` does not match ``fs:read``, and a look-alike letter matches only
 itself. ``*`` matches ``:`` too, so ``f*`` covers every server whose name starts with ``f``: write
 ``fs:*`` to mean one server.
+
+A server configured with an empty ``prefix`` lists bare names, and a bare name may itself contain
+``:`` (a server may call a tool ``fs:read_secret``). Such tools are matched as ``SERVER:TOOL`` (the
+configured server name) and never by their bare name, so no server can slip a tool into another
+server's patterns.
 """
 
 from __future__ import annotations
@@ -48,16 +53,21 @@ class Toolset:
         return f"toolsets.{self.name} (no pattern matches)"
 
     def has_tool(self, tool: ToolInfo) -> bool:
-        """Whether ``tool`` (by canonical name) is in this toolset."""
-        return _matches(tool.name, self.tools)
+        """Whether ``tool`` (by canonical name, or ``SERVER:TOOL`` when it has no namespace) is in this toolset."""
+        return _matches(_subject(tool.name, tool.server, tool.tool), self.tools)
 
     def has_prompt(self, prompt: PromptInfo) -> bool:
-        """Whether ``prompt`` (by canonical name) is in this toolset."""
-        return _matches(prompt.name, self.prompts)
+        """Whether ``prompt`` (by canonical name, or ``SERVER:PROMPT`` when it has no namespace) is in this toolset."""
+        return _matches(_subject(prompt.name, prompt.server, prompt.prompt), self.prompts)
 
     def has_resource(self, server: str, uri: str) -> bool:
         """Whether ``uri`` of ``server`` (a resource, a template, or a URI read through one) is in this toolset."""
         return _matches(f"{server}:{uri}", self.resources)
+
+
+def _subject(name: str, server: str, bare: str) -> str:
+    # A canonical name equal to the bare name has no namespace: the server's name stands in for it.
+    return f"{server}:{bare}" if name == bare else name
 
 
 def _matches(name: str, patterns: Sequence[str]) -> bool:
