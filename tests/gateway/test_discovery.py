@@ -156,3 +156,44 @@ async def test_global_discovery_applies_to_the_whole_gateway() -> None:
                 }
                 found = await client.call_tool("search_tools", {"query": "s1 tool_3"})
                 assert found.structured_content["tools"][0]["name"] == "s1__tool_3"  # type: ignore[index]
+
+
+# -- the benchmark's harness (bench/bench_discovery.py) on the recorded real tool sets ----------------
+
+
+def _bench() -> Any:
+    import importlib
+    import sys
+    from pathlib import Path
+
+    folder = str(Path(__file__).resolve().parents[2] / "bench")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module("bench_discovery")
+
+
+def test_the_recorded_tool_sets_hold_50_reference_and_200_recorded_definitions_with_their_sources() -> None:
+    data = json.loads(_bench().DEFINITIONS.read_text())
+    assert len(data["reference"]) == 50 and len(data["recorded"]) == 200
+    assert all(entry["source"] and entry["definition"]["inputSchema"] for entry in data["recorded"])
+    assert {e["server"] for e in data["reference"]} == {"everything", "filesystem", "memory", "time", "git"}
+
+
+async def test_the_token_report_covers_every_mode_and_search_lists_far_less() -> None:
+    bench = _bench()
+    with anyio.fail_after(120):
+        rows = await bench.token_rows(bench.counters())
+    assert len(rows) == 2 * len(bench.MODES)
+    by_mode = {(row[0], row[1]): row for row in rows}
+    big = "reference + 200 recorded (250)"
+    assert by_mode[(big, "all")][2] == 250 and by_mode[(big, "search")][2] == 2
+    assert by_mode[(big, "search")][3] < by_mode[(big, "all")][3]
+
+
+async def test_search_hit_rates_on_the_labelled_queries_are_reported() -> None:
+    bench = _bench()
+    with anyio.fail_after(120):
+        top1, top3, rows = await bench.hit_rates()
+    assert len(rows) == 30
+    # BM25 over fixed data is deterministic: a floor, not a measurement that could flake.
+    assert 0 <= top1 <= top3 <= 1 and top3 >= 0.6
