@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,6 +34,7 @@ TOOLSETS = {
     },
 }
 TIME_TOOLS = {"time__get_current_time", "time__convert_time"}
+CHANGING = Path(__file__).resolve().parents[1] / "fixtures" / "changing_server.py"
 
 
 def toolset_config(root: Path, **extra: Any) -> Path:
@@ -217,3 +219,37 @@ def inspect(tmp_path: Path, *args: str) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr + done.stdout
     result: dict[str, Any] = json.loads(done.stdout)
     return result
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_change_under_a_toolset_wakes_its_clients_at_their_path(tmp_path: Path, mode: Any) -> None:
+    server = {"name": "changing", "type": "stdio", "command": sys.executable, "args": [str(CHANGING)]}
+    document = {
+        "mcp": {"servers": [server], "security": {"pinning": "off"}},
+        "toolsets": {"notes": {"tools": ["changing:*"]}},
+    }
+    config = tmp_path / "mcpmux.json"
+    config.write_text(json.dumps(document))
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    with serve(tmp_path, config, "--http", "127.0.0.1:0") as serving, anyio.fail_after(60):
+        url = serving.url + "/notes"
+        if mode == "legacy":
+            async with (
+                httpx2.AsyncClient(timeout=30) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                Client(_Streams(read, write), mode="legacy", message_handler=on_message) as client,
+            ):
+                await client.call_tool("changing__add_tool", {"name": "fresh_tool"})
+                await changed.wait()
+                assert "changing__fresh_tool" in {t.name for t in (await client.list_tools()).tools}
+        else:
+            async with client_at(url, None, mode) as client, client.listen(tools_list_changed=True) as events:
+                await client.call_tool("changing__add_tool", {"name": "later_tool"})
+                async for _event in events:
+                    break
+                assert "changing__later_tool" in {t.name for t in (await client.list_tools()).tools}

@@ -162,8 +162,11 @@ async def _serve(
         if only is None and options.http is not None:
             for name in config.toolsets:
                 served = Toolset.of(name, config.toolsets[name], config.discovery)
-                toolsets[name] = Gateway(host, downstream=downstream, separator=options.separator, toolset=served)
-        # Made last: the downstream's URI and unsubscribe hooks follow the gateway that sees every resource.
+                toolsets[name] = Gateway(
+                    host, downstream=downstream, separator=options.separator, toolset=served, announce=False
+                )
+        # Made last: the downstream's URI and unsubscribe hooks follow the gateway that sees every resource,
+        # and it alone announces list changes, to every client of every path (they share the downstream).
         gateway = Gateway(host, downstream=downstream, separator=options.separator, toolset=only)
         for served_gateway in toolsets.values():
             served_gateway.metrics = gateway.metrics

@@ -88,6 +88,9 @@ class Gateway:
         name: the server name the gateway gives in ``initialize``.
         toolset: serve only this toolset (:mod:`mcpmux.policy.toolsets`), with its discovery setting;
             ``None``: everything the guard lets through, with the global ``discovery:``.
+        announce: tell ``downstream``'s clients about list changes. Gateways that share one
+            downstream (a toolset's beside the whole one) let one of them announce, so a client is
+            told once.
     """
 
     def __init__(
@@ -99,9 +102,10 @@ class Gateway:
         metrics: Metrics | None = None,
         name: str = "mcpmux",
         toolset: Toolset | None = None,
+        announce: bool = True,
     ) -> None:
         self.guard = guard.with_toolset(toolset) if toolset is not None else guard
-        self.toolset = toolset
+        self.toolset, self.announce = toolset, announce
         self.discovery = Discovery(toolset.discovery if toolset is not None else guard.config.discovery)
         self.downstream = downstream if downstream is not None else Downstream()
         self.downstream.relay.approvers = guard.config.security.gateway_approvers
@@ -169,6 +173,8 @@ class Gateway:
             try:
                 async for event in events:
                     self._surface = None
+                    if not self.announce:
+                        continue
                     if isinstance(event, ListChanged) and event.kind in ("tools", "prompts", "resources"):
                         await self.downstream.list_changed(event.kind)
                     elif isinstance(event, StateChanged):
