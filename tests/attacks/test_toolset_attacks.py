@@ -209,3 +209,32 @@ async def test_a_bound_token_calling_another_toolsets_tool_at_its_own_path_gets_
                 await client.read_resource("demo://resource/static/document/architecture.md")
             with pytest.raises(MCPError):
                 await client.get_prompt("everything__simple-prompt", {})
+
+
+@pytest.mark.peers
+@pytest.mark.subprocess
+@pytest.mark.network
+async def test_over_websocket_a_bound_token_is_admitted_only_by_a_gateway_serving_its_toolset(tmp_path: Any) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    from mcpmux.config.models import WebSocketServerConfig
+    from mcpmux.manager import Manager
+    from tests.gateway.serving import serve
+    from tests.gateway.test_toolsets_served import make_token, toolset_config
+
+    config = toolset_config(tmp_path)
+    clock, kit = make_token(tmp_path, config, "clocker", "clock"), make_token(tmp_path, config, "kitter", "kit")
+    with serve(tmp_path, config, "--ws", "127.0.0.1:0", "--toolset", "clock") as serving, anyio.fail_after(60):
+        url = serving.addresses["ws"]
+        with pytest.raises(InvalidStatus) as caught:
+            async with connect(url, subprotocols=["mcp"], additional_headers={"Authorization": f"Bearer {kit}"}):  # type: ignore[list-item]
+                pass
+        assert caught.value.response.status_code == 403
+        assert b"--toolset kit" in caught.value.response.body  # type: ignore[operator]
+        upstream = WebSocketServerConfig(name="up", url=url, headers={"Authorization": f"Bearer {clock}"})  # type: ignore[dict-item]
+        async with Manager([upstream], catalog=False) as manager:
+            assert {t.name for t in manager.tools() if not t.synthetic} == {
+                "up:time__get_current_time",
+                "up:time__convert_time",
+            }
