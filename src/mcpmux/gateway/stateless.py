@@ -135,7 +135,10 @@ class ParkedCall:
             asked = {key: q.request for key, q in self._questions.items() if q.answer is None}
             if asked:
                 return types.InputRequiredResult(input_requests=asked, request_state=self.state)
-            self._changed = anyio.Event()
+            # One event for every round waiting now (racing retries of one requestState): replaced only
+            # once it has fired, so a round never waits on an event nobody will set.
+            if self._changed.is_set():
+                self._changed = anyio.Event()
             try:
                 await self._changed.wait()
             except anyio.get_cancelled_exc_class():
