@@ -123,7 +123,7 @@ def page(scope: str = "read") -> Callable[[Handler], Callable[[ConsoleContext, R
             if not session.can(scope):
                 have = ", ".join(session.scopes) or "none"
                 message = f"This needs a token with the {scope!r} scope; yours has {have}."
-                return ctx.render(request, session, "error.html", 403, title="Not allowed", message=message)
+                return ctx.render(request, session, "error.html", 403, title="Not allowed", message=message, hint=None)
             try:
                 return await handler(ctx, request, session)
             except MCPMuxError as exc:

@@ -53,7 +53,7 @@ def _caller(session: Session) -> str:
 async def login_page(ctx: ConsoleContext, request: Request) -> Response:
     error = request.query_params.get("error")
     return ctx.render(request, None, "login.html", 401 if error else 200,
-                      tokens=ctx.sessions.tokens_in_use(), error=error)  # fmt: skip
+                      tokens=ctx.sessions.tokens_in_use(), error=error, title="Sign in")  # fmt: skip
 
 
 async def login(ctx: ConsoleContext, request: Request) -> Response:

@@ -84,7 +84,7 @@ class Sessions:
             return None
         info = self.gate.identify(secret)
         if info is not None:
-            return self._new(f"token:{info.name}", info.name, tuple(info.scopes))
+            return self._new(f"token:{info.name}", info.name, tuple(info.api_scopes))
         if (
             self.key is not None
             and not self.tokens_in_use()
