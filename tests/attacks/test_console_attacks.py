@@ -18,7 +18,8 @@ from tests.gateway.serving import mcpmux
 pytestmark = [pytest.mark.subprocess, pytest.mark.network]
 
 PAGES = ["/ui/servers", "/ui/servers/everything", "/ui/tools", "/ui/tools/everything:echo", "/ui/resources",
-         "/ui/prompts", "/ui/approvals", "/ui/audit", "/ui/audit/export.csv", "/ui/audit/export.json", "/ui/sources"]  # fmt: skip
+         "/ui/prompts", "/ui/approvals", "/ui/audit", "/ui/audit/export.csv", "/ui/audit/export.json",
+         "/ui/sources"]  # fmt: skip
 ACTIONS = ["/ui/servers/everything/restart", "/ui/servers/everything/refresh", "/ui/tools/everything:echo/call",
            "/ui/resources/read", "/ui/prompts/render", "/ui/approvals/pins", "/ui/approvals/someid",
            "/ui/sources/sync", "/ui/logout"]  # fmt: skip

@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import mcp_types as types
@@ -33,6 +34,7 @@ from pydantic import BaseModel
 
 from mcpmux.config.models import GatewayApprovers
 from mcpmux.errors import ApprovalDenied
+from mcpmux.gateway.caller import caller_of
 from mcpmux.policy import APPROVAL_META, Answer, ApprovalRequest, Approver
 
 __all__ = ["RELAY_TIMEOUT_S", "UNVERIFIED", "Asker", "LiveCall", "Relay"]
@@ -155,7 +157,9 @@ class Relay:
         call = _current.get()
         wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
         if self.held is not None and (call is None or _answerer.get() is None or not call.can_ask(wanted)):
-            return await self.held(request)
+            # The person is shown who calls (the token or clientInfo), not the identity "always" binds.
+            shown = request if call is None else replace(request, caller=caller_of(call.ctx) or request.caller)
+            return await self.held(shown)
         if call is not None and _answerer.get() is None:
             logger.info("%s needs approval and its caller may not approve: refused", request.name)
             raise ApprovalDenied(request.name, MAY_NOT_APPROVE, hint=MAY_NOT_APPROVE_HINT.format(tool=request.name))
