@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from mcpmux.console.sessions import COOKIE
 
 if TYPE_CHECKING:
-    from mcpmux.console.app import ConsoleContext
+    from mcpmux.console.context import ConsoleContext
 
 __all__ = ["HEARTBEAT_S", "EventStream"]
 

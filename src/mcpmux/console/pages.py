@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 
 from mcpmux.bridge.tool_search import ToolIndex
 from mcpmux.bridge.tools import ToolBridge
-from mcpmux.console.app import PREFIX, ConsoleContext, form_of, page, set_session_cookie
+from mcpmux.console.context import PREFIX, ConsoleContext, form_of, page, set_session_cookie
 from mcpmux.console.forms import RAW_FIELD, arguments_from, fields_of
 from mcpmux.console.render import blocks_of
 from mcpmux.console.sessions import COOKIE, Session, same_origin
