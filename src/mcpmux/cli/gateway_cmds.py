@@ -174,7 +174,7 @@ def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
         sources = None if no_api else runtime_over(host, config, SourceRegistry(db_url), tokens=security.tokens)
         if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
             click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
-        return build_console(host, security, pending=pending, key=key, sources=sources)
+        return build_console(host, security, pending=pending, key=key, sources=lambda: sources)
 
     return factory
 

@@ -32,25 +32,26 @@ __all__ = ["PREFIX", "build_console"]
 
 
 def build_console(
-    guard: Guard,
+    guard: Guard | Callable[[], Guard],
     security: HttpSecurity,
     *,
     pending: PendingApprovals | None = None,
     key: str | None = None,
-    sources: Any = None,
+    sources: Callable[[], Any] | None = None,
 ) -> ASGIApp:
     """The console at ``/ui`` over ``guard`` (the paths keep their ``/ui`` prefix).
 
     Args:
-        guard: the host (the console calls as face ``console``, its held calls answered in ``pending``).
+        guard: the host, or what returns the current guard (the console calls as face ``console``; calls that
+            need approval wait in ``pending``).
         security: the gateway's HTTP rules (its tokens sign people in).
         pending: where calls wait for a person (``None``: no held approvals here).
         key: the console key that signs in while no token exists (``None``: sign-in needs a token).
-        sources: the REST API's runtime, for the sources page (``None``: not shown).
+        sources: returns the REST API's runtime, for the sources page (``None``: not shown).
     """
     ctx = ConsoleContext(
-        guard.with_face("console", approver=pending), pending, Sessions(Gatekeeper(security), key), templates(),
-        sources,
+        (lambda: guard) if isinstance(guard, Guard) else guard, pending, Sessions(Gatekeeper(security), key),
+        templates(), sources or (lambda: None),
     )  # fmt: skip
 
     def bound(

@@ -51,18 +51,28 @@ class ConsoleContext:
     """What the pages work with.
 
     Attributes:
-        guard: the host, as face ``console`` (calls that need approval wait in ``pending``).
+        guard_of: the host's guard now (the REST API's runtime rebuilds its guard when sources change).
         pending: the calls held for a person, or ``None`` when approvals are not held here.
         sessions: who is signed in.
         templates: the Jinja2 environment (autoescaping on).
-        sources: the REST API's runtime for the sources page, or ``None`` when it is not served.
+        sources_of: the REST API's runtime now, for the sources page (``None``: not served).
     """
 
-    guard: Guard
+    guard_of: Callable[[], Guard]
     pending: PendingApprovals | None
     sessions: Sessions
     templates: jinja2.Environment
-    sources: Any = None
+    sources_of: Callable[[], Any] = lambda: None
+
+    @property
+    def guard(self) -> Guard:
+        """The guard as face ``console``: its calls that need approval wait in :attr:`pending`."""
+        return self.guard_of().with_face("console", approver=self.pending)
+
+    @property
+    def sources(self) -> Any:
+        """The REST API's runtime (its source registry), or ``None``."""
+        return self.sources_of()
 
     def render(
         self, request: Request, session: Session | None, name: str, status: int = 200, **values: Any

@@ -43,7 +43,7 @@ from mcpmux.provider_names import DEFAULT_SEPARATOR
 from mcpmux.transports.tcp import serve_tcp
 from mcpmux.transports.websocket import Admit, Handshake, serve_websocket
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "ServeOptions", "http_security", "serve"]
+__all__ = ["CONSOLE_PREFIX", "DEFAULT_DRAIN_TIMEOUT_S", "ByPrefix", "ServeOptions", "http_security", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -189,11 +189,11 @@ def _with_apps(host: Host, options: ServeOptions, downstream: Downstream) -> Htt
             downstream.relay.held = pending
         console = options.console(host, security, pending)
     api = options.api(host, security) if options.api is not None else None
-    extra = api if console is None else _ByPrefix(CONSOLE_PREFIX, console, api)
+    extra = api if console is None else ByPrefix(CONSOLE_PREFIX, console, api)
     return replace(options.http, security=security, extra=extra)
 
 
-class _ByPrefix:
+class ByPrefix:
     """Requests under ``prefix`` to ``app``, the others to ``rest`` (404 without one)."""
 
     def __init__(self, prefix: str, app: ASGIApp, rest: ASGIApp | None) -> None:
