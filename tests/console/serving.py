@@ -51,7 +51,7 @@ class Console:
 def write_console_config(root: Path, servers: Sequence[str] = ("everything",), *, variant: str = "base",
                          **security: object) -> Path:  # fmt: skip
     """Peers by name, plus ``hostile`` and ``changing`` (our fixtures) when named."""
-    entries = []
+    entries: list[dict[str, object]] = []
     for name in servers:
         if name == "hostile":
             entries.append({"name": name, "type": "stdio", "command": sys.executable, "args": [HOSTILE]})
