@@ -72,7 +72,7 @@ def api_cmd(
         host, TokenStore(store), require_auth=not is_loopback(host), allow_hosts=allow_host,
         allow_origins=allow_origin, max_body_bytes=4 * 1024 * 1024, option="--http",
     )  # fmt: skip
-    console = None if no_ui else _console(security)
+    console = None if no_ui else _console(security, config)
     app = build_api(
         config, registry, store=store, security=security, allow_process_sources=allow_process_sources, console=console
     )
@@ -106,17 +106,21 @@ def api_cmd(
         store.close()
 
 
-def _console(security: Any) -> Any:
+def _console(security: Any, config: Any) -> Any:
     """The console over the API's runtime; prints the console key while no token exists."""
     import secrets
 
     from mcpmux.console import build_console
+    from mcpmux.policy.pending import PendingApprovals
 
     key = secrets.token_urlsafe(24)
     if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
         click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
 
     def factory(runtime_of: Any, rules: Any) -> Any:
-        return build_console(lambda: runtime_of().guard, rules, key=key, sources=runtime_of)
+        # The console's own calls that need approval wait there for a person (REST callers are refused as before).
+        approvers = config.security.gateway_approvers
+        pending = PendingApprovals(approvers.console_timeout_s, config.secret_values) if approvers.console else None
+        return build_console(lambda: runtime_of().guard, rules, key=key, sources=runtime_of, pending=pending)
 
     return factory
