@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +49,9 @@ class Console:
 
 
 def write_console_config(root: Path, servers: Sequence[str] = ("everything",), *, variant: str = "base",
+                         options: Mapping[str, Mapping[str, object]] | None = None,
                          **security: object) -> Path:  # fmt: skip
-    """Peers by name, plus ``hostile`` and ``changing`` (our fixtures) when named."""
+    """Peers by name, plus ``hostile`` and ``changing`` (our fixtures) when named; ``options`` per server."""
     entries: list[dict[str, object]] = []
     for name in servers:
         if name == "hostile":
@@ -61,6 +62,8 @@ def write_console_config(root: Path, servers: Sequence[str] = ("everything",), *
         else:
             command, args = stdio_command(name)
             entries.append({"name": name, "type": "stdio", "command": command, "args": args})
+    for entry in entries:
+        entry.update((options or {}).get(str(entry["name"]), {}))
     path = root / "mcpmux.json"
     path.write_text(json.dumps({"mcp": {"servers": entries, "security": {"pinning": "off", **security}}}))
     return path
