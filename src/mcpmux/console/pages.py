@@ -15,9 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
+from mcpmux.api.app import register_source
+from mcpmux.api.models import SourceCreate
+from mcpmux.api.problems import ApiProblem
 from mcpmux.bridge.tool_search import ToolIndex
 from mcpmux.bridge.tools import ToolBridge
 from mcpmux.console.context import PREFIX, ConsoleContext, form_of, page, set_session_cookie
@@ -335,15 +339,39 @@ async def sources(ctx: ConsoleContext, request: Request, session: Session) -> Re
 
 
 @page("admin")
-async def source_action(ctx: ConsoleContext, request: Request, session: Session) -> Response:
-    runtime = ctx.sources
-    if runtime is None:
-        raise UsageError("the source registry is not served here", hint="serve with the REST API (no --no-api)")
+async def source_sync(ctx: ConsoleContext, request: Request, session: Session) -> Response:
+    runtime = _registry_runtime(ctx)
     key = (await form_of(request)).get("key", "")
     if key in runtime.configured():
         raise UsageError(f"{key!r} comes from a configuration file", hint="sync registered sources only")
     await runtime.sync(key)
     return _back("/sources")
+
+
+@page("admin")
+async def source_add(ctx: ConsoleContext, request: Request, session: Session) -> Response:
+    runtime = _registry_runtime(ctx)
+    form = await form_of(request)
+    kind = form.get("source_type", "")
+    body: dict[str, Any] = {"name": form.get("name", ""), "description": form.get("description", ""),
+                            "source_type": kind, "url": form.get("url") or None}  # fmt: skip
+    if kind == "openapi" and form.get("base_url"):
+        body["openapi_config"] = {"base_url": form["base_url"]}
+    try:
+        await register_source(runtime, SourceCreate.model_validate(body), network_caller=session.token_name is not None)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"the source is not valid: {problems}") from None
+    except ApiProblem as exc:
+        raise UsageError(f"{exc.title}: {exc.detail}") from None
+    return _back("/sources")
+
+
+def _registry_runtime(ctx: ConsoleContext) -> Any:
+    runtime = ctx.sources
+    if runtime is None:
+        raise UsageError("the source registry is not served here", hint="serve with the REST API (no --no-api)")
+    return runtime
 
 
 Route = tuple[str, Callable[[ConsoleContext, Request], Awaitable[Response]], list[str]]
@@ -369,5 +397,6 @@ ROUTES: list[Route] = [
     ("/audit", audit, ["GET"]),
     ("/audit/export.{fmt:str}", audit_export, ["GET"]),
     ("/sources", sources, ["GET"]),
-    ("/sources/sync", source_action, ["POST"]),
+    ("/sources/sync", source_sync, ["POST"]),
+    ("/sources/add", source_add, ["POST"]),
 ]
