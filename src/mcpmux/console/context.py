@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any
 from urllib.parse import parse_qsl
@@ -63,6 +63,8 @@ class ConsoleContext:
     sessions: Sessions
     templates: jinja2.Environment
     sources_of: Callable[[], Any] = lambda: None
+    measured: dict[tuple[str, int | None], tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    """Each server's usage and call stats, kept a few seconds (see :mod:`mcpmux.console.pages`)."""
 
     @property
     def guard(self) -> Guard:

@@ -40,6 +40,8 @@ PAGE_SIZE = 50
 EXPORT_LIMIT = 10_000
 SEARCH_LIMIT = 50
 STATS_ROWS = 100
+MEASURE_TTL_S = 5.0
+MEASURE_LIMIT = 1000
 ANSWERS = {"yes": Answer.YES, "always-tool": Answer.ALWAYS_TOOL, "no": Answer.NO}
 
 
@@ -99,12 +101,28 @@ def _stats(ctx: ConsoleContext, server: str) -> dict[str, Any]:
     }
 
 
+def _measure(ctx: ConsoleContext, status: Any) -> dict[str, Any]:
+    """Usage (a walk of every process on the machine) and call stats, kept for :data:`MEASURE_TTL_S`.
+
+    A page that re-renders on every event must not cost the gateway what its calls need.
+    """
+    key, now = (status.name, status.pid), time.monotonic()
+    kept = ctx.measured.get(key)
+    if kept is not None and now - kept[0] < MEASURE_TTL_S:
+        return kept[1]
+    usage = process_usage(status.pid)
+    measured = {"usage": usage.to_json() if usage else None, **_stats(ctx, status.name)}
+    if len(ctx.measured) > MEASURE_LIMIT:
+        ctx.measured.clear()
+    ctx.measured[key] = (now, measured)
+    return measured
+
+
 def _server_view(ctx: ConsoleContext, status: Any) -> dict[str, Any]:
     config = ctx.guard.config.server(status.name)
-    usage = process_usage(status.pid)
     return {
-        "status": status, "usage": usage.to_json() if usage else None,
-        "max_rss_mb": getattr(config, "max_rss_mb", None), "enabled": config.enabled, **_stats(ctx, status.name),
+        "status": status, "max_rss_mb": getattr(config, "max_rss_mb", None), "enabled": config.enabled,
+        **_measure(ctx, status),
     }  # fmt: skip
 
 
