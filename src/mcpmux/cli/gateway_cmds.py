@@ -47,6 +47,7 @@ def _address(option: str, value: str) -> tuple[str, int]:
 )  # fmt: skip
 @click.option("--auth", is_flag=True, help="Require a bearer token even on loopback.")
 @click.option("--no-api", is_flag=True, help="With --http: do not serve the REST API at /api.")
+@click.option("--no-ui", is_flag=True, help="With --http: do not serve the web console at /ui.")
 @click.option("--db", "db_url", metavar="URL", envvar="MCPMUX_DB", help="The source registry (default: sources.db).")
 @click.option("--allow-host", multiple=True, metavar="HOST[:PORT|:*]", help="Another accepted Host header.")
 @click.option("--allow-origin", multiple=True, metavar="ORIGIN", help="Another accepted Origin header.")
@@ -77,6 +78,7 @@ def serve_cmd(
     header_timeout: float,
     oauth_issuer: str | None = None,
     oauth_resource: str | None = None,
+    no_ui: bool = False,
     toolset: str | None = None,
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
@@ -85,7 +87,8 @@ def serve_cmd(
     --toolset NAME serves only that toolset, on every face.
 
     With --http the REST API is served beside /mcp at /api (its document at /api/openapi.json),
-    under the same rules and tokens, unless --no-api.
+    under the same rules and tokens, unless --no-api; and the web console at /ui (sign in with a
+    token, or with the console key printed at start while no token exists), unless --no-ui.
 
     HTTP binds 127.0.0.1 unless told otherwise and refuses any other address unless tokens exist
     (mcpmux token create NAME). Once a token exists every HTTP request and WebSocket handshake
@@ -128,8 +131,10 @@ def serve_cmd(
         ws = _address("--ws", ws_addr)
     tcp = _tcp(tcp_addr, tcp_without_tokens or not (auth or tokens.any()))
     api = None if no_api or http_addr is None else _api_factory(load_config(state().config_path), db_url)
+    console = None if no_ui or http_addr is None else _console_factory(config, None if no_api else db_url, no_api)
     options = ServeOptions(
         api=api,
+        console=console,
         stdio=stdio or not (http_addr or tcp_addr or ws_addr),
         http=http,
         tcp=tcp,
@@ -161,6 +166,26 @@ def _api_factory(config: Config, db_url: str | None) -> Any:
 
     registry = SourceRegistry(db_url)
     return lambda host, security: mounted_api(host, security, config, registry)
+
+
+def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
+    """Makes the web console over the gateway's host; prints the console key while no token exists."""
+    import secrets
+
+    from mcpmux.console import build_console
+
+    key = secrets.token_urlsafe(24)
+
+    def factory(host: Any, security: Any, pending: Any) -> Any:
+        from mcpmux.api.runtime import runtime_over
+        from mcpmux.sources.registry import SourceRegistry
+
+        sources = None if no_api else runtime_over(host, config, SourceRegistry(db_url), tokens=security.tokens)
+        if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
+            click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
+        return build_console(host, security, pending=pending, key=key, sources=lambda: sources)
+
+    return factory
 
 
 def _external_tokens(issuer: str | None, resource: str | None) -> ExternalTokens | None:

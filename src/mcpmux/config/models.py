@@ -127,6 +127,9 @@ class GatewayApprovers(_Frozen):
 
     stdio: bool = True  # the client that started ``mcpmux serve --stdio`` (a local process)
     tokens: bool = True  # HTTP callers whose token was made with ``mcpmux token create --can-approve``
+    # With the web console served (/ui): a call its own client cannot answer waits for a person there.
+    console: bool = True
+    console_timeout_s: float = Field(120.0, gt=0, le=86400)  # no answer by then: denied
 
 
 class SecurityConfig(_Frozen):

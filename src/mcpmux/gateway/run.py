@@ -24,7 +24,8 @@ from functools import partial
 import anyio
 import anyio.abc
 from mcp.server.stdio import stdio_server
-from starlette.types import ASGIApp
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpmux.config.models import Config
 from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError, UsageError
@@ -37,12 +38,13 @@ from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import ConnectionFactory, Host
 from mcpmux.policy import StateStore
+from mcpmux.policy.pending import PendingApprovals
 from mcpmux.policy.toolsets import Toolset, toolset_named
 from mcpmux.provider_names import DEFAULT_SEPARATOR
 from mcpmux.transports.tcp import serve_tcp
 from mcpmux.transports.websocket import Admit, Handshake, serve_websocket
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "ServeOptions", "http_security", "serve"]
+__all__ = ["CONSOLE_PREFIX", "DEFAULT_DRAIN_TIMEOUT_S", "ByPrefix", "ServeOptions", "http_security", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +69,9 @@ class ServeOptions:
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     api: Callable[[Host, HttpSecurity], ASGIApp] | None = None
     """Makes the REST API over the gateway's host, served beside ``/mcp`` (``None``: no API)."""
+    console: Callable[[Host, HttpSecurity, PendingApprovals | None], ASGIApp] | None = None
+    """Makes the web console over the gateway's host, served at ``/ui`` (``None``: no console). With it,
+    and ``security.gateway_approvers.console``, a call its own client cannot approve waits there for a person."""
     toolset: str | None = None
     """Serve only this toolset on every face (``--toolset``); ``None``: everything, and over HTTP
     each configured toolset at ``/mcp/NAME``."""
@@ -154,9 +159,8 @@ async def _serve(
         callbacks=downstream.client_callbacks(), wait=not options.stdio, connection_factory=connection_factory,
     )  # fmt: skip
     async with host, anyio.create_task_group() as tg:
-        if options.api is not None and options.http is not None:
-            http = replace(options.http, extra=options.api(host, options.http.security))
-            options = replace(options, http=http)
+        if options.http is not None:
+            options = replace(options, http=_with_apps(host, options, downstream))
         only = toolset_named(config, options.toolset) if options.toolset is not None else None
         toolsets: dict[str, Gateway] = {}
         if only is None and options.http is not None:
@@ -183,6 +187,47 @@ async def _serve(
             _report_failed(host, announce)
         await _serve_faces(gateway, options, stop, announce, toolsets)
         tg.cancel_scope.cancel()
+
+
+CONSOLE_PREFIX = "/ui"
+
+
+def _with_apps(host: Host, options: ServeOptions, downstream: Downstream) -> HttpOptions:
+    """The HTTP options with the REST API and the console mounted beside ``/mcp``."""
+    assert options.http is not None
+    security = options.http.security
+    console: ASGIApp | None = None
+    if options.console is not None:
+        security = replace(security, own_auth_prefixes=(*security.own_auth_prefixes, CONSOLE_PREFIX))
+        approvers = host.config.security.gateway_approvers
+        pending = None
+        if approvers.console:
+            pending = PendingApprovals(approvers.console_timeout_s, host.config.secret_values)
+            downstream.relay.held = pending
+        console = options.console(host, security, pending)
+    api = options.api(host, security) if options.api is not None else None
+    extra = api if console is None else ByPrefix(CONSOLE_PREFIX, console, api)
+    return replace(options.http, security=security, extra=extra)
+
+
+class ByPrefix:
+    """Requests under ``prefix`` to ``app``, the others to ``rest`` (404 without one)."""
+
+    def __init__(self, prefix: str, app: ASGIApp, rest: ASGIApp | None) -> None:
+        self.prefix, self.app, self.rest = prefix, app, rest
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "lifespan":
+            if self.rest is not None:
+                await self.rest(scope, receive, send)
+            return
+        if path == self.prefix or path.startswith(self.prefix + "/"):
+            await self.app(scope, receive, send)
+        elif self.rest is not None:
+            await self.rest(scope, receive, send)
+        else:
+            await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
 
 
 def _report_failed(host: Host, announce: Callable[[str], None]) -> None:

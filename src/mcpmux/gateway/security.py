@@ -111,6 +111,9 @@ class HttpSecurity:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     problem_paths: Sequence[str] = ("/api",)
+    own_auth_prefixes: Sequence[str] = ()
+    """Path prefixes whose app checks its own credentials (the console's session cookie at ``/ui``):
+    no bearer token is asked for there; Host, Origin and the body rules still apply."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,9 +253,12 @@ class SecurityMiddleware:
         refusal = self.gate.check_address(headers.get("host", ""), headers.get("origin"))
         if refusal is not None:
             return self._refused(scope, refusal)
-        if self.gate.tokens_required():
+        if self.gate.tokens_required() and not self._own_auth(scope["path"]):
             return self._authenticate(scope, headers)
         return None
+
+    def _own_auth(self, path: str) -> bool:
+        return any(path == prefix or path.startswith(prefix + "/") for prefix in self.security.own_auth_prefixes)
 
     def _authenticate(self, scope: Scope, headers: Headers) -> Response | None:
         info = self.gate.identify(_bearer(headers.get("authorization", "")))
