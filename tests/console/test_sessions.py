@@ -78,3 +78,12 @@ def test_csrf_tokens_are_per_session_and_compared_exactly(tokens: TokenStore) ->
 )
 def test_same_origin_means_this_very_host(origin: str | None, referer: str | None, ok: bool) -> None:
     assert same_origin("127.0.0.1:8000", "http", origin, referer) is ok
+
+
+def test_a_token_bound_to_toolsets_cannot_open_the_console(tokens: TokenStore) -> None:
+    # The console shows and calls everything the host serves; such a token sees only its /mcp/NAME.
+    sessions = Sessions(Gatekeeper(HttpSecurity(tokens=tokens)), None, Clock())
+    bound = tokens.create("team", scopes=("read", "execute", "admin"), toolsets=("clock",))
+    assert sessions.sign_in(bound) is None
+    free = tokens.create("ops", scopes=("read",))
+    assert sessions.sign_in(free) is not None

@@ -83,6 +83,10 @@ class Sessions:
         if not secret:
             return None
         info = self.gate.identify(secret)
+        if info is not None and info.toolsets:
+            # The console shows and calls everything the host serves: a token bound to toolsets sees
+            # only those, at /mcp/NAME (mcpmux token create --toolset), never here.
+            return None
         if info is not None:
             return self._new(f"token:{info.name}", info.name, tuple(info.api_scopes))
         if (
