@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
+from mcp.client.auth import OAuthClientProvider
 from mcp.server import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -170,6 +171,7 @@ def test_every_private_method_we_override_is_still_called_by_the_dependency(shim
     [
         (DeferredTransport, StreamableHTTPServerTransport),
         (mcp_sdk.SessionManager, StreamableHTTPSessionManager),
+        (mcp_sdk.GrantProvider, OAuthClientProvider),
         (HeadLimitProtocol, HttpToolsProtocol),
         (uvicorn_private.QuietServer, uvicorn.Server),
     ],

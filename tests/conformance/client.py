@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -117,6 +118,11 @@ def oauth_config(scenario: str) -> OAuthConfig | None:
             private_key=key,
             signing_algorithm=algorithm,
         )
+    if scenario == "auth/wif-jwt-bearer":
+        # The workload's token, as a workload identity provider would project it into a file.
+        token_file = Path(os.environ["MCPMUX_DATA_DIR"]) / "workload-token.jwt"
+        token_file.write_text(context["valid_jwt"])
+        return OAuthConfig(grant="jwt_bearer", client_id=client_id, assertion_file=str(token_file))
     return OAuthConfig(client_id=client_id, client_secret=secret, client_metadata_url=CIMD_URL)
 
 
@@ -145,7 +151,7 @@ async def act(scenario: str, url: str) -> None:
         timeout_ms=CALL_TIMEOUT_MS,
         protocol=protocol_choice(),
         # The harness's replayed calls carry nulls on purpose (an omitted Mcp-Param header is checked).
-        validate=scenario != "http-custom-headers",
+        validate_arguments=scenario != "http-custom-headers",
         auth=oauth_config(scenario),
     )
     await session(server, scenario)

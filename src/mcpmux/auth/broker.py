@@ -154,6 +154,9 @@ class TokenBroker:
         if record.grant == "client_credentials" and client.get("token_endpoint_auth_method") == "private_key_jwt":
             # Each token request needs a freshly signed assertion: the login (bootstrap) does it.
             raise OAuthError(self.server, self.url, "the client-credentials token expired; a new assertion is due")
+        if record.grant == "jwt_bearer" and not (record.tokens is not None and record.tokens.refresh_token):
+            # The workload's current JWT is the grant: the login (bootstrap) reads it and asks again.
+            raise OAuthError(self.server, self.url, "the jwt-bearer token expired; a new workload assertion is due")
         if record.grant == "client_credentials":
             form["grant_type"] = "client_credentials"
             if record.wanted_scope:
