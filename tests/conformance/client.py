@@ -31,8 +31,8 @@ from mcpmux.errors import MCPMuxError
 
 # Generous: with every scenario starting at once on 2 cores, a login (discovery, registration,
 # authorization, token) inside the connect takes tens of seconds.
-CONNECT_TIMEOUT_MS = 90_000
-CALL_TIMEOUT_MS = 90_000
+CONNECT_TIMEOUT_MS = 240_000
+CALL_TIMEOUT_MS = 120_000
 
 # The tools a scenario's server checks and their arguments, called in order (when listed); a scenario
 # not here lists the tools and, under auth, calls the first one.

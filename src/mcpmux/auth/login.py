@@ -43,6 +43,7 @@ from pydantic import AnyUrl
 
 from mcpmux._private.mcp_sdk import GrantProvider
 from mcpmux.auth.broker import token_set_from
+from mcpmux.auth.dpop import DPoPKey, DPoPTokenTransport
 from mcpmux.auth.loopback import LoopbackRedirect, parse_redirect
 from mcpmux.auth.netguard import GuardedTransport, UrlPolicy, policy_for
 from mcpmux.auth.vault import AuthRecord, Vault
@@ -107,6 +108,7 @@ class _Flow:
     policy: UrlPolicy
     wanted_scope: str | None
     challenge: Challenge | None = None
+    dpop: DPoPTokenTransport | None = None
 
     def record(self, **changes: object) -> AuthRecord:
         record = self.vault.load(self.server.name)
@@ -385,7 +387,11 @@ MAX_FLOW_STEPS = 16
 async def _probe(flow: _Flow, provider: OAuthClientProvider) -> None:
     """Start the SDK's flow: from the session's challenge, else from one request to the server."""
     server = flow.server
-    inner = _WiderRegistration(httpx2.AsyncHTTPTransport(verify=server.verify_tls), flow.wanted_scope)
+    wanted_dpop = (server.auth or OAuthConfig()).dpop
+    flow.dpop = DPoPTokenTransport(
+        httpx2.AsyncHTTPTransport(verify=server.verify_tls), _dpop_key(flow), enabled=wanted_dpop
+    )
+    inner = _WiderRegistration(flow.dpop, flow.wanted_scope)
     transport = GuardedTransport(inner, flow.policy)
     if flow.challenge is not None:
         await _from_challenge(provider, transport, *flow.challenge)
@@ -455,6 +461,17 @@ def _initialize() -> dict[str, object]:
     }
 
 
+def _dpop_key(flow: _Flow) -> DPoPKey:
+    """The key of the server's earlier DPoP login (its refresh token is bound to it), else a new one."""
+    record = flow.vault.load(flow.server.name)
+    if record is not None and record.dpop_key is not None:
+        try:
+            return DPoPKey.from_pem(record.dpop_key)
+        except ValueError:
+            logger.warning("oauth: server %r: the stored DPoP key is unusable; a new one is made", flow.server.name)
+    return DPoPKey.generate()
+
+
 def _finish(flow: _Flow, provider: OAuthClientProvider, storage: _Storage, grant: str) -> AuthRecord:
     context = provider.context
     tokens = storage.tokens
@@ -469,7 +486,11 @@ def _finish(flow: _Flow, provider: OAuthClientProvider, storage: _Storage, grant
     token_endpoint = str(metadata.token_endpoint) if metadata is not None else urljoin(flow.server.url, "/token")
     client = context.client_info or storage.client
     body = tokens.model_dump(exclude_none=True)
+    bound = flow.dpop is not None and flow.dpop.bound
+    if bound:
+        body["token_type"] = "DPoP"
     return flow.record(
+        dpop_key=flow.dpop.key.to_pem() if flow.dpop is not None and bound else None,
         grant=grant,
         resource=context.get_resource_url(),
         issuer=str(metadata.issuer) if metadata is not None else None,

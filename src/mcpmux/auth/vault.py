@@ -81,6 +81,8 @@ class AuthRecord(BaseModel):
     client: dict[str, object] | None = None
     tokens: TokenSet | None = None
     wanted_scope: str | None = None
+    dpop_key: str | None = None
+    """The PEM of the P-256 key the tokens are bound to (RFC 9449), when the server uses DPoP."""
     updated_at: float = 0.0
 
     def __repr__(self) -> str:
@@ -101,6 +103,7 @@ class AuthRecord(BaseModel):
             "scopes": (tokens.scope or "").split() if tokens is not None else [],
             "expires_at": tokens.expires_at if tokens is not None else None,
             "refreshable": bool(tokens and tokens.refresh_token) or self.grant != "authorization_code",
+            "dpop": self.dpop_key is not None,
         }
 
 

@@ -310,6 +310,8 @@ class OAuthConfig(_Frozen):
     ``signing_algorithm``), and never opens a browser. ``grant: jwt_bearer`` (RFC 7523, workload identity
     federation) presents a workload's JWT, read fresh for every token request from ``assertion_file``
     (e.g. a Kubernetes projected token) or the environment variable ``assertion_env``, as the grant.
+    ``dpop`` binds the tokens to a key of mcpmux's (RFC 9449): unset, whenever the authorization
+    server offers DPoP (ES256); ``true`` always, ``false`` never.
     """
 
     grant: Literal["authorization_code", "client_credentials", "jwt_bearer"] = "authorization_code"
@@ -324,6 +326,7 @@ class OAuthConfig(_Frozen):
     redirect_port: int = Field(0, ge=0, le=65535)
     assertion_file: str | None = None
     assertion_env: str | None = None
+    dpop: bool | None = None
 
     _one_scope = field_validator("scopes", mode="before")(_one_item_list)
 
