@@ -1,7 +1,9 @@
 """DPoP (RFC 9449): sender-constrained tokens, used where the authorization server offers them.
 
-A login whose authorization server advertises ``dpop_signing_alg_values_supported`` with ES256 makes
-a P-256 key, proves possession of it on every token request (the ``DPoP`` header), and gets a token
+A login where the resource server asks for DPoP (its 401 challenges with the ``DPoP`` scheme, or its
+protected resource metadata says ``dpop_bound_access_tokens_required``) and the authorization server
+advertises ``dpop_signing_alg_values_supported`` with ES256 makes a P-256 key, proves possession
+of it on every token request (the ``DPoP`` header), and gets a token
 bound to it; the key is kept in the server's record beside the token (the vault is encrypted), so
 every mcpmux process of the machine can use the token. Each MCP request then carries
 ``Authorization: DPoP <token>`` and a fresh proof naming the method, the URL and the token's hash.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets
 import time
 from typing import Final
@@ -24,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-__all__ = ["ALGORITHM", "DPoPKey", "DPoPTokenTransport", "asks_for_nonce", "htu"]
+__all__ = ["ALGORITHM", "DPoPKey", "DPoPTokenTransport", "asks_for_nonce", "challenges_with_dpop", "htu"]
 
 ALGORITHM: Final = "ES256"
 NONCE_HEADER: Final = "DPoP-Nonce"
@@ -124,35 +127,44 @@ def _is_token_request(request: httpx2.Request, body: bytes) -> bool:
     return request.method == "POST" and form and b"grant_type=" in body
 
 
-def _offers_dpop(request: httpx2.Request, response: httpx2.Response, body: bytes) -> bool:
+def challenges_with_dpop(response: httpx2.Response) -> bool:
+    """Whether a 401 challenges with the ``DPoP`` scheme (RFC 9449 section 7.1)."""
+    challenge = response.headers.get("WWW-Authenticate", "")
+    return response.status_code == 401 and re.search(r"(^|,)\s*dpop(\s|$)", challenge, re.IGNORECASE) is not None
+
+
+def _metadata(request: httpx2.Request, response: httpx2.Response, body: bytes) -> dict[str, object]:
     if "/.well-known/" not in request.url.path or response.status_code != 200:
-        return False
+        return {}
     try:
         metadata = json.loads(body)
     except ValueError:
-        return False
-    algorithms = metadata.get("dpop_signing_alg_values_supported") if isinstance(metadata, dict) else None
-    return isinstance(algorithms, list) and ALGORITHM in algorithms
+        return {}
+    return metadata if isinstance(metadata, dict) else {}
 
 
 class DPoPTokenTransport(httpx2.AsyncBaseTransport):
     """The login's transport: DPoP proofs on token requests once the authorization server offers DPoP.
 
-    It watches the authorization server metadata go by; from then on every token request carries a
-    proof (retried once with the nonce a ``use_dpop_nonce`` answer gives). A token answer of type
+    It watches the resource server's answers and the metadata go by; once the resource server asks
+    for DPoP and the authorization server offers it, every token request carries a proof (retried
+    once with the nonce a ``use_dpop_nonce`` answer gives). A token answer of type
     ``DPoP`` is recorded in :attr:`bound` and handed to the SDK's client, which knows only ``Bearer``,
     as ``Bearer``: the record keeps the real type, and the broker presents it as DPoP.
     """
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, key: DPoPKey, *, enabled: bool | None = None) -> None:
+    def __init__(
+        self, inner: httpx2.AsyncBaseTransport, key: DPoPKey, *, enabled: bool | None = None, asked: bool = False
+    ) -> None:
         self._inner, self.key = inner, key
         self._forced = enabled
-        self.offered = False
+        self.asked = asked  # the resource server asked for DPoP
+        self.offered = False  # the authorization server offers DPoP with ES256
         self.bound = False
 
     @property
     def active(self) -> bool:
-        return self._forced if self._forced is not None else self.offered
+        return self._forced if self._forced is not None else self.asked and self.offered
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()
@@ -163,9 +175,13 @@ class DPoPTokenTransport(httpx2.AsyncBaseTransport):
             return await self._send_with_proof(request, access_token=bearer.removeprefix("Bearer "))
         if not (self.active and _is_token_request(request, body)):
             response = await self._inner.handle_async_request(request)
+            self.asked = self.asked or challenges_with_dpop(response)
             if self._forced is None and request.method == "GET" and "/.well-known/" in request.url.path:
                 content = await response.aread()
-                self.offered = self.offered or _offers_dpop(request, response, content)
+                metadata = _metadata(request, response, content)
+                algorithms = metadata.get("dpop_signing_alg_values_supported")
+                self.offered = self.offered or (isinstance(algorithms, list) and ALGORITHM in algorithms)
+                self.asked = self.asked or metadata.get("dpop_bound_access_tokens_required") is True
                 return _rebuilt(request, response, content)
             return response
         response = await self._send_with_proof(request)

@@ -43,7 +43,7 @@ from pydantic import AnyUrl
 
 from mcpmux._private.mcp_sdk import GrantProvider
 from mcpmux.auth.broker import token_set_from
-from mcpmux.auth.dpop import DPoPKey, DPoPTokenTransport
+from mcpmux.auth.dpop import DPoPKey, DPoPTokenTransport, challenges_with_dpop
 from mcpmux.auth.loopback import LoopbackRedirect, parse_redirect
 from mcpmux.auth.netguard import GuardedTransport, UrlPolicy, policy_for
 from mcpmux.auth.vault import AuthRecord, Vault
@@ -388,8 +388,9 @@ async def _probe(flow: _Flow, provider: OAuthClientProvider) -> None:
     """Start the SDK's flow: from the session's challenge, else from one request to the server."""
     server = flow.server
     wanted_dpop = (server.auth or OAuthConfig()).dpop
+    asked = flow.challenge is not None and challenges_with_dpop(flow.challenge[1])
     flow.dpop = DPoPTokenTransport(
-        httpx2.AsyncHTTPTransport(verify=server.verify_tls), _dpop_key(flow), enabled=wanted_dpop
+        httpx2.AsyncHTTPTransport(verify=server.verify_tls), _dpop_key(flow), enabled=wanted_dpop, asked=asked
     )
     inner = _WiderRegistration(flow.dpop, flow.wanted_scope)
     transport = GuardedTransport(inner, flow.policy)
