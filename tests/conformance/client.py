@@ -121,7 +121,9 @@ def oauth_config(scenario: str) -> OAuthConfig | None:
     if scenario == "auth/wif-jwt-bearer":
         # The workload's token, as a workload identity provider would project it into a file.
         token_file = Path(os.environ["MCPMUX_DATA_DIR"]) / "workload-token.jwt"
-        token_file.write_text(context["valid_jwt"])
+        # MCPMUX_CONFORMANCE_ASSERTION picks another of the harness's tokens (attack tests: an
+        # assertion for another audience, an expired one).
+        token_file.write_text(context[os.environ.get("MCPMUX_CONFORMANCE_ASSERTION", "valid_jwt")])
         return OAuthConfig(grant="jwt_bearer", client_id=client_id, assertion_file=str(token_file))
     return OAuthConfig(client_id=client_id, client_secret=secret, client_metadata_url=CIMD_URL)
 
