@@ -348,7 +348,7 @@ def _configured(rt: ApiRuntime, name: str) -> dict[str, Any]:
     return {
         "id": name, "name": name, "description": server.description or "",
         "source_type": "openapi" if server.type == "openapi" else "mcp", "url": getattr(server, "url", None),
-        "lifecycle_mode": "transient" if server.lazy else "singleton", "config": {"type": server.type},
+        "lifecycle_mode": server.lifecycle, "config": {"type": server.type},
         "variables": [], "environment": {}, "read_only": True, "origin": "config",
         "created_at": None, "updated_at": None, "synced_at": None,
         "state": str(status.state) if status else None,

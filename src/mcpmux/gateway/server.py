@@ -112,6 +112,7 @@ class Gateway:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._starting: anyio.Event | None = None
         self._grace_until = 0.0
+        self._listen_handler = ListenHandler(self.downstream.bus)
         self.server = self._build_server(name)
 
     # -- the surface ----------------------------------------------------------------------------
@@ -199,7 +200,7 @@ class Gateway:
                 name,
                 upstream=self._upstream_capabilities,
                 version=__version__,
-                on_subscriptions_listen=ListenHandler(self.downstream.bus),
+                on_subscriptions_listen=self._listen,
                 **handlers,
             )
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
@@ -346,6 +347,25 @@ class Gateway:
                 self.downstream.unsubscribe(ctx.session, params.uri)
                 raise
         return types.EmptyResult()
+
+    async def _listen(
+        self, ctx: Ctx, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        # A stateless-era client subscribes to resources with its listen filter: the gateway holds
+        # the upstream subscriptions for as long as the stream is open, shared as _subscribe's are.
+        key, watched = self.downstream.listen_key(), []
+        try:
+            for uri in params.notifications.resource_subscriptions or ():
+                server, upstream_uri = _find_resource(self.surface, ctx, uri)
+                first = self.downstream.watch(key, uri)
+                watched.append((uri, server, upstream_uri))
+                if first:
+                    await _upstream(self.guard.subscribe_resource(server, upstream_uri, caller=caller_of(ctx)))
+            return await self._listen_handler(ctx, params)
+        finally:
+            for uri, server, upstream_uri in watched:
+                if self.downstream.unwatch(key, uri):
+                    self._unwatched(server, upstream_uri)  # queued: this task may be cancelled
 
     async def _unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         server, uri = _find_resource(self.surface, ctx, params.uri)
