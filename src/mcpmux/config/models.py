@@ -326,10 +326,14 @@ class OAuthConfig(_Frozen):
     With no ``client_id`` and no ``client_metadata_url`` the client registers itself dynamically
     (RFC 7591) once, and keeps the registration. ``grant: client_credentials`` needs ``client_id``
     and ``client_secret``, or ``private_key`` (PEM, for ``private_key_jwt`` assertions signed with
-    ``signing_algorithm``), and never opens a browser.
+    ``signing_algorithm``), and never opens a browser. ``grant: jwt_bearer`` (RFC 7523, workload identity
+    federation) presents a workload's JWT, read fresh for every token request from ``assertion_file``
+    (e.g. a Kubernetes projected token) or the environment variable ``assertion_env``, as the grant.
+    ``dpop`` binds the tokens to a key of mcpmux's (RFC 9449): unset, whenever the authorization
+    server offers DPoP (ES256); ``true`` always, ``false`` never.
     """
 
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "jwt_bearer"] = "authorization_code"
     client_id: str | None = None
     client_secret: SecretStr | None = None
     private_key: SecretStr | None = None
@@ -339,6 +343,9 @@ class OAuthConfig(_Frozen):
     issuer: str | None = None
     allow_private_addresses: bool = False
     redirect_port: int = Field(0, ge=0, le=65535)
+    assertion_file: str | None = None
+    assertion_env: str | None = None
+    dpop: bool | None = None
 
     _one_scope = field_validator("scopes", mode="before")(_one_item_list)
 
@@ -348,6 +355,8 @@ class OAuthConfig(_Frozen):
             self.client_id is None or (self.client_secret is None and self.private_key is None)
         ):
             raise ValueError("grant 'client_credentials' needs client_id and client_secret (or private_key)")
+        if self.grant == "jwt_bearer" and (self.assertion_file is None) == (self.assertion_env is None):
+            raise ValueError("grant 'jwt_bearer' needs one of assertion_file or assertion_env (the workload's JWT)")
         return self
 
 
