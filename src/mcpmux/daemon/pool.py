@@ -76,6 +76,11 @@ class Instance:
         """Ask the instance to stop (its child is reaped by its host)."""
         self._stop.set()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether it was asked to stop (it may still be running its last calls)."""
+        return self._stop.is_set()
+
     def describe(self) -> JSONObject:
         status = self.host.status()[0]
         return {
@@ -113,7 +118,7 @@ class Pool:
         share = getattr(attach.server, "share", "machine")
         key = attach.fingerprint if share == "machine" else f"{attach.fingerprint}#{next(self._serial)}"
         instance = self._instances.get(key)
-        if instance is None:
+        if instance is None or instance.stopping:  # one being stopped (idle, retired) is not reused
             instance = self._create(key, attach, shared=share == "machine")
         instance.clients += 1
         try:
@@ -179,7 +184,8 @@ class Pool:
         finally:
             instance.ready.set()
             instance.stopped.set()
-            self._instances.pop(instance.key, None)
+            if self._instances.get(instance.key) is instance:  # a successor may hold the key already
+                del self._instances[instance.key]
             logger.info("stopped %s", name)
             self._on_change()
 
