@@ -80,7 +80,8 @@ async def test_a_network_client_answering_its_own_elicitation_is_not_asked_and_n
 ) -> None:
     config = write_config(tmp_path, ("time",), require_approval=[TOOL])
     page = Answering("always-server")
-    with serve(tmp_path, config, "--http", "127.0.0.1:0") as serving, anyio.fail_after(DEADLINE_S):
+    # Without the console (with it, the call waits for a person there: tests/console/test_held_approvals.py).
+    with serve(tmp_path, config, "--http", "127.0.0.1:0", "--no-ui") as serving, anyio.fail_after(DEADLINE_S):
         async with client(serving.url, page, mode=mode) as session:
             for _ in range(2):
                 refused = await session.call_tool(DOWNSTREAM, ARGS)
@@ -96,7 +97,7 @@ async def test_a_token_without_can_approve_cannot_approve(tmp_path: Path) -> Non
     config = write_config(tmp_path, ("time",), require_approval=[TOOL])
     bob = token(tmp_path, config, "bob")
     agent = Answering("yes")
-    with serve(tmp_path, config, "--http", "127.0.0.1:0") as serving, anyio.fail_after(DEADLINE_S):
+    with serve(tmp_path, config, "--http", "127.0.0.1:0", "--no-ui") as serving, anyio.fail_after(DEADLINE_S):
         async with client(serving.url, agent, bob) as session:
             refused = await session.call_tool(DOWNSTREAM, ARGS)
     assert refused.is_error and "this caller may not approve" in text(refused)

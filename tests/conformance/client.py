@@ -1,8 +1,14 @@
 """The conformance suite's client under test: acts out ``MCP_CONFORMANCE_SCENARIO`` through ``Connection``.
 
 Run by ``conformance client --command "<python> tests/conformance/client.py"``, which appends the
-mock server's URL and sets the scenario (and, for some, ``MCP_CONFORMANCE_CONTEXT``). Exit 0 when
-the scenario was acted out, 1 with the error on stderr otherwise.
+mock server's URL and sets the scenario (and, for some, ``MCP_CONFORMANCE_CONTEXT``). Suite 0.2 also
+sets ``MCP_CONFORMANCE_PROTOCOL_VERSION``, the era its mock server speaks: the connection is pinned to
+it (``protocol:`` of the server's config), 2026-07-28 and later stateless, earlier ones the handshake.
+Exit 0 when the scenario was acted out, 1 with the error on stderr otherwise.
+
+Each scenario is acted out the way a user of mcpmux would drive it, through ``Connection``: list the
+tools, then call what the scenario's server checks (the harness's own tool calls where it gives
+them, every surfaced tool where it checks which ones are called, a schema echoed back verbatim).
 """
 
 from __future__ import annotations
@@ -12,36 +18,79 @@ import logging
 import os
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import mcp_types as types
 
-from mcpmux.config.models import OAuthConfig, Settings, StreamableHttpServerConfig
+from mcpmux.config.models import OAuthConfig, ProtocolChoice, Settings, StreamableHttpServerConfig
 from mcpmux.connection import ClientCallbacks, Connection, raise_for_tool_error
 from mcpmux.errors import MCPMuxError
 
 # Generous: with every scenario starting at once on 2 cores, a login (discovery, registration,
 # authorization, token) inside the connect takes tens of seconds.
-CONNECT_TIMEOUT_MS = 90_000
-CALL_TIMEOUT_MS = 90_000
+CONNECT_TIMEOUT_MS = 240_000
+CALL_TIMEOUT_MS = 120_000
 
-# A tool per scenario and its arguments; a scenario not listed lists tools and calls none.
-SCENARIO_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "tools_call": ("add_numbers", {"a": 5, "b": 3}),
-    "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
-    "sse-retry": ("test_reconnection", {}),
+# The tools a scenario's server checks and their arguments, called in order (when listed); a scenario
+# not here lists the tools and, under auth, calls the first one.
+SCENARIO_CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "tools_call": [("add_numbers", {"a": 5, "b": 3})],
+    "request-metadata": [("add_numbers", {"a": 5, "b": 3})],
+    "http-standard-headers": [("add_numbers", {"a": 5, "b": 3})],
+    "elicitation-sep1034-client-defaults": [("test_client_elicitation_defaults", {})],
+    "sse-retry": [("test_reconnection", {})],
+    # SEP-2322: input_required rounds, a call in between without state, a result with no resultType.
+    "sep-2322-client-request-state": [
+        ("test_mrtr_echo_state", {}),
+        ("test_mrtr_unrelated", {}),
+        ("test_mrtr_no_state", {}),
+        ("test_mrtr_no_result_type", {}),
+    ],
 }
+# Scenarios whose server checks which of its tools are called: call every tool the client surfaced.
+CALL_EVERY_TOOL = {"http-invalid-tool-headers"}
+# json-schema-2020-12-preservation: echo the focal tool's inputSchema back as the client holds it.
+ECHO_TOOL, FOCAL_TOOL = "json_schema_echo", "json_schema_2020_12_tool"
 
 
 async def accept_with_defaults(server: str, params: types.ElicitRequestParams) -> types.ElicitResult:
-    """Accept a form with every field at its schema default (SEP-1034); accept a URL outright."""
+    """Accept a form with every field at its schema default (SEP-1034), booleans without one true
+    (SEP-2322's confirmation); accept a URL outright."""
     if isinstance(params, types.ElicitRequestURLParams):
         return types.ElicitResult(action="accept")
     properties: dict[str, Any] = params.requested_schema.get("properties", {})
     content = {name: spec["default"] for name, spec in properties.items() if "default" in spec}
+    content |= {n: True for n, spec in properties.items() if n not in content and spec.get("type") == "boolean"}
     return types.ElicitResult(action="accept", content=content)
+
+
+async def no_roots(server: str) -> types.ListRootsResult:
+    """Declare the roots capability (request-metadata checks every capability is stamped) with none."""
+    return types.ListRootsResult(roots=[])
+
+
+def protocol_choice() -> ProtocolChoice:
+    """The era the harness's mock server speaks (``MCP_CONFORMANCE_PROTOCOL_VERSION``), else ``auto``."""
+    asked = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION")
+    if not asked:
+        return "auto"
+    return "2026-07-28" if asked >= "2026-07-28" else "2025-11-25"
+
+
+def stub_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments that satisfy ``schema``'s required properties with the simplest value of each type."""
+    simplest: dict[str, Any] = {"string": "x", "integer": 0, "number": 0, "boolean": False, "object": {}, "array": []}
+    properties: dict[str, Any] = schema.get("properties", {})
+    return {name: simplest.get(properties.get(name, {}).get("type"), "x") for name in schema.get("required", [])}
+
+
+def harness_calls() -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls the harness asks for in ``MCP_CONFORMANCE_CONTEXT`` (``toolCalls``), verbatim."""
+    context: dict[str, Any] = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    return [(call["name"], call.get("arguments") or {}) for call in context.get("toolCalls", [])]
 
 
 async def canned_sampling(server: str, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
@@ -69,6 +118,13 @@ def oauth_config(scenario: str) -> OAuthConfig | None:
             private_key=key,
             signing_algorithm=algorithm,
         )
+    if scenario == "auth/wif-jwt-bearer":
+        # The workload's token, as a workload identity provider would project it into a file.
+        token_file = Path(os.environ["MCPMUX_DATA_DIR"]) / "workload-token.jwt"
+        # MCPMUX_CONFORMANCE_ASSERTION picks another of the harness's tokens (attack tests: an
+        # assertion for another audience, an expired one).
+        token_file.write_text(context[os.environ.get("MCPMUX_CONFORMANCE_ASSERTION", "valid_jwt")])
+        return OAuthConfig(grant="jwt_bearer", client_id=client_id, assertion_file=str(token_file))
     return OAuthConfig(client_id=client_id, client_secret=secret, client_metadata_url=CIMD_URL)
 
 
@@ -95,22 +151,32 @@ async def act(scenario: str, url: str) -> None:
         url=url,
         connect_timeout_ms=CONNECT_TIMEOUT_MS,
         timeout_ms=CALL_TIMEOUT_MS,
+        protocol=protocol_choice(),
+        # The harness's replayed calls carry nulls on purpose (an omitted Mcp-Param header is checked).
+        validate_arguments=scenario != "http-custom-headers",
         auth=oauth_config(scenario),
     )
     await session(server, scenario)
 
 
 async def session(server: StreamableHttpServerConfig, scenario: str) -> None:
-    callbacks = ClientCallbacks(elicitation=accept_with_defaults, sampling=canned_sampling)
+    callbacks = ClientCallbacks(elicitation=accept_with_defaults, sampling=canned_sampling, roots=no_roots)
     async with Connection(server, Settings(), callbacks=callbacks) as conn:
-        tools = {tool.name for tool in await conn.list_tools()}
-        call = SCENARIO_CALLS.get(scenario)
-        if call is not None and call[0] in tools:
-            result = await conn.call_tool(*call)
-            raise_for_tool_error(server.name, call[0], result)
+        tools = {tool.name: tool for tool in await conn.list_tools()}
+        if scenario in CALL_EVERY_TOOL:
+            calls = [(name, stub_arguments(tool.input_schema)) for name, tool in tools.items()]
+        elif FOCAL_TOOL in tools and ECHO_TOOL in tools:
+            calls = [(ECHO_TOOL, {"schema": tools[FOCAL_TOOL].input_schema})]
+        else:
+            calls = harness_calls() or SCENARIO_CALLS.get(scenario, [])
+        calls = [(name, arguments) for name, arguments in calls if name in tools]
+        if not calls and scenario.startswith("auth/") and tools:
+            calls = [(sorted(tools)[0], {})]  # a call under the token (step-up scenarios check it)
+        for name, arguments in calls:
+            result = await conn.call_tool(name, arguments)
+            if not scenario.startswith("auth/"):
+                raise_for_tool_error(server.name, name, result)
             print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)))
-        elif scenario.startswith("auth/") and tools:
-            await conn.call_tool(sorted(tools)[0], {})  # a call under the token (step-up scenarios check it)
 
 
 def main() -> int:

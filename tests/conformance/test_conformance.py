@@ -1,6 +1,12 @@
 """The official conformance suite drives ``tests/conformance/client.py`` (a ``Connection``) through every
-client scenario; each must pass (a SUCCESS check, no FAILURE or WARNING) unless it is listed in
-``expected-failures.yml``, and a listed one must still fail."""
+client scenario; each must pass (a SUCCESS check, no FAILURE or WARNING) unless it is listed in the
+run's expected-failures file, and a listed one must still fail.
+
+Three runs: suite 0.1.16 (``expected-failures.yml``), and suite 0.2 (the npm alias ``conformance-2026``)
+on its default wires (each scenario at the version it was introduced in: 2026-07-28 for the stateless
+era's scenarios, 2025-11-25 for the others; ``expected-failures-0.2.yml``) and with every scenario that
+applies to it forced onto the 2026-07-28 wire (``expected-failures-0.2-2026-07-28.yml``).
+"""
 
 from __future__ import annotations
 
@@ -8,20 +14,41 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 
-from tests.peers.fixtures import conformance_cli, loopback_only_command
+from tests.peers.fixtures import conformance_2026_cli, conformance_cli, loopback_only_command
 
 HERE = Path(__file__).parent
 CLIENT = HERE / "client.py"
 EXPECTED_FAILURES = HERE / "expected-failures.yml"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One suite on one wire, with the file listing what is known to fail there."""
+
+    cli: Callable[[], list[str]]
+    expected: Path
+    spec_version: str | None = None
+
+    def selection(self, *chosen: str) -> list[str]:
+        return [*chosen, *(["--spec-version", self.spec_version] if self.spec_version else [])]
+
+
+RUNS = {
+    "0.1.16": Run(conformance_cli, EXPECTED_FAILURES),
+    "0.2": Run(conformance_2026_cli, HERE / "expected-failures-0.2.yml"),
+    "0.2@2026-07-28": Run(conformance_2026_cli, HERE / "expected-failures-0.2-2026-07-28.yml", "2026-07-28"),
+}
 # The suite runs every scenario at once; 25 Python clients starting together on 2 cores need time.
-CLIENT_TIMEOUT_MS = 100_000
-SUITE_TIMEOUT_S = 240
+CLIENT_TIMEOUT_MS = 270_000
+SUITE_TIMEOUT_S = 600
 _STAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
 
 
@@ -40,9 +67,9 @@ def passed(checks: list[dict[str, Any]]) -> bool:
     return "SUCCESS" in statuses and not statuses & {"FAILURE", "WARNING"}
 
 
-def expected_failures() -> set[str]:
-    """The client scenarios ``expected-failures.yml`` lists."""
-    return set(YAML(typ="safe").load(EXPECTED_FAILURES.read_text())["client"])
+def expected_failures(path: Path = EXPECTED_FAILURES) -> set[str]:
+    """The client scenarios an expected-failures file lists."""
+    return set(YAML(typ="safe").load(path.read_text())["client"] or [])
 
 
 def _problems(checks: list[dict[str, Any]]) -> list[str]:
@@ -50,10 +77,10 @@ def _problems(checks: list[dict[str, Any]]) -> list[str]:
     return [f"{c['status']} {c['id']}: {c.get('errorMessage', '')}" for c in bad] or ["no SUCCESS check"]
 
 
-def run_suite(out: Path, *selection: str) -> subprocess.CompletedProcess[str]:
+def run_suite(out: Path, *selection: str, run: Run = RUNS["0.1.16"]) -> subprocess.CompletedProcess[str]:
     """Run the suite's client mode on ``client.py`` with ``selection`` (``--suite all`` or ``--scenario X``)."""
     command = f"{sys.executable} {CLIENT}"
-    argv = [*conformance_cli(), "client", "--command", command, *selection, "-o", str(out)]
+    argv = [*run.cli(), "client", "--command", command, *run.selection(*selection), "-o", str(out)]
     argv, env = loopback_only_command([*argv, "--timeout", str(CLIENT_TIMEOUT_MS)])
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S, check=False)
 
@@ -61,21 +88,23 @@ def run_suite(out: Path, *selection: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.peers
 @pytest.mark.subprocess
 @pytest.mark.network
-@pytest.mark.timeout(2 * SUITE_TIMEOUT_S)
-def test_every_client_scenario_passes_except_the_listed_ones(tmp_path: Path) -> None:
-    run = run_suite(tmp_path / "all", "--suite", "all")
+@pytest.mark.timeout(3 * SUITE_TIMEOUT_S)
+@pytest.mark.parametrize("wire", list(RUNS))
+def test_every_client_scenario_passes_except_the_listed_ones(tmp_path: Path, wire: str) -> None:
+    suite = RUNS[wire]
+    run = run_suite(tmp_path / "all", "--suite", "all", run=suite)
     results = scenario_checks(tmp_path / "all")
     assert results, f"the suite wrote no results:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    expected = expected_failures()
+    expected = expected_failures(suite.expected)
     # The suite starts every client at once; on 2 busy cores a timing check (sse-retry's reconnect
     # delay) can miss. A scenario failing there is judged again alone, once, and both are shown.
     for name in [n for n, checks in results.items() if not passed(checks) and n not in expected]:
         print(f"re-running {name} alone; in the full suite: {_problems(results[name])}")
-        run_suite(tmp_path / "alone" / name, "--scenario", name)
+        run_suite(tmp_path / "alone" / name, "--scenario", name, run=suite)
         results[name] = scenario_checks(tmp_path / "alone" / name).get(name, [])
     passing = {name for name, checks in results.items() if passed(checks)}
-    print(f"conformance client: {len(passing)}/{len(results)} scenarios pass; expected failures: {len(expected)}")
+    print(f"conformance client, suite {wire}: {len(passing)}/{len(results)} scenarios pass; listed: {len(expected)}")
     new_failures = {name: _problems(checks) for name, checks in results.items() if name not in passing | expected}
-    assert not new_failures, f"scenarios failing that are not in expected-failures.yml: {new_failures}"
-    assert not expected & passing, f"listed in expected-failures.yml but passing now: {sorted(expected & passing)}"
+    assert not new_failures, f"scenarios failing that are not in {suite.expected.name}: {new_failures}"
+    assert not expected & passing, f"listed in {suite.expected.name} but passing now: {sorted(expected & passing)}"
     assert not expected - set(results), f"listed but not run by the suite: {sorted(expected - set(results))}"

@@ -245,7 +245,8 @@ async def test_approval_reaches_clients_of_both_eras_over_http(tmp_path: Path) -
     # Only a caller whose token may approve is asked (see tests/attacks/test_approval_attacks.py).
     approver = mcpmux(tmp_path, config, "token", "create", "approver", "--can-approve").stdout.strip()
     headers = {"Authorization": f"Bearer {approver}"}
-    with serve(tmp_path, config, "--http", "127.0.0.1:0") as serving, anyio.fail_after(60):
+    # Without the console: a client that cannot be asked would wait there for a person instead.
+    with serve(tmp_path, config, "--http", "127.0.0.1:0", "--no-ui") as serving, anyio.fail_after(60):
         for mode in ("legacy", "2026-07-28"):
             for callback in (approve, None):
                 async with (

@@ -16,6 +16,12 @@ Why each is needed and what would replace it:
   a POST itself (the gateway answers short calls with one JSON body, :mod:`mcpmux.gateway.responses`).
   It overrides ``_handle_post_request`` and reads five members, and gives them public names here.
   A per-request response-mode hook in the SDK would replace it.
+- :class:`GrantProvider`: the SDK's OAuth client implements the code flow and client credentials
+  only; RFC 7523's jwt-bearer grant (workload identity federation) needs the same discovery (RFC
+  9728, RFC 8414, issuer checks, resource indicator) with another token request. It overrides
+  ``OAuthClientProvider._initialize`` (a fixed client, no registration) and ``_perform_authorization``
+  (the token request) exactly as the SDK's own ``ClientCredentialsOAuthProvider`` does, and reads
+  ``_get_token_endpoint``. A grant hook (or a jwt-bearer provider) in the SDK would replace it.
 - :class:`SessionManager`: the session manager has no factory for a new session's transport (the
   gateway wants its own transport class and longer session ids). It overrides ``_admit_session``
   and keeps the SDK's two session tables. A ``transport_factory=`` argument would replace it.
@@ -26,18 +32,21 @@ module imports the whole SDK (as any ``mcp`` import does): keep it off light imp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
+import httpx2
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client._input_required import run_input_required_driver
+from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.server import Server
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http import REQUEST_STREAM_BUFFER_SIZE, EventMessage, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from mcp_types import JSONRPCRequest
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
@@ -46,6 +55,7 @@ __all__ = [
     "CALLED_BY",
     "DISTRIBUTION",
     "PRIVATE_NAMES",
+    "GrantProvider",
     "OpenTelemetryMiddleware",
     "SessionManager",
     "SessionTransport",
@@ -57,6 +67,7 @@ DISTRIBUTION: Final = "mcp"
 
 _TRANSPORT = "mcp.server.streamable_http.StreamableHTTPServerTransport"
 _MANAGER = "mcp.server.streamable_http_manager.StreamableHTTPSessionManager"
+_OAUTH = "mcp.client.auth.oauth2.OAuthClientProvider"
 PRIVATE_NAMES: Final[dict[str, str | None]] = {
     # A name and the parameters we pass (``None``: a class, or an attribute we read). ``Class#attr``
     # is an attribute of an instance made with default arguments.
@@ -74,12 +85,60 @@ PRIVATE_NAMES: Final[dict[str, str | None]] = {
     f"{_MANAGER}._admit_session": "self, requestor",
     f"{_MANAGER}#_server_instances": None,
     f"{_MANAGER}#_session_owners": None,
+    f"{_OAUTH}._initialize": "self",
+    f"{_OAUTH}._perform_authorization": "self",
+    f"{_OAUTH}._get_token_endpoint": "self",
 }
 CALLED_BY: Final[dict[str, str]] = {
     # An override, and the SDK function that must still call it (or the override does nothing).
     f"{_TRANSPORT}._handle_post_request": f"{_TRANSPORT}._handle_request",
     f"{_MANAGER}._admit_session": f"{_MANAGER}._handle_stateful_request",
+    f"{_OAUTH}._initialize": f"{_OAUTH}._auth_flow",
+    f"{_OAUTH}._perform_authorization": f"{_OAUTH}._auth_flow",
 }
+
+
+class GrantProvider(OAuthClientProvider):
+    """The SDK's OAuth client with a token request of ours as its authorization step.
+
+    Discovery, the issuer checks and the resource indicator stay the SDK's; the client is ``client``
+    (no registration), and ``grant_form`` gives the grant's form fields (``grant_type`` and what it
+    needs), called once per token request so an assertion is read fresh each time.
+    """
+
+    def __init__(
+        self,
+        server_url: str,
+        storage: TokenStorage,
+        client: OAuthClientInformationFull,
+        grant_form: Callable[[], Awaitable[dict[str, str]]],
+        scope: str | None = None,
+    ) -> None:
+        metadata = OAuthClientMetadata(
+            redirect_uris=None,
+            grant_types=list(client.grant_types),
+            token_endpoint_auth_method=client.token_endpoint_auth_method,
+            scope=scope,
+        )
+        super().__init__(server_url, metadata, storage, None, None)
+        self.fixed_client, self.grant_form = client, grant_form
+
+    async def _initialize(self) -> None:
+        self.context.current_tokens = await self.context.storage.get_tokens()
+        self.context.client_info = self.fixed_client
+        self._initialized = True
+
+    async def _perform_authorization(self) -> httpx2.Request:
+        form = await self.grant_form()
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
+        form, headers = self.context.prepare_token_auth(form, headers)
+        if "Authorization" not in headers:
+            form.setdefault("client_id", self.fixed_client.client_id)
+        if self.context.should_include_resource_param(self.context.protocol_version):
+            form["resource"] = self.context.get_resource_url()
+        if self.context.client_metadata.scope:
+            form["scope"] = self.context.client_metadata.scope
+        return httpx2.Request("POST", self._get_token_endpoint(), data=form, headers=headers)
 
 
 def lowlevel_server(server: MCPServer[Any]) -> Server[Any]:

@@ -34,9 +34,9 @@ from mcpmux.errors import MCPMuxError, NotFound
 from mcpmux.gateway.oauth_resource import API_SCOPE_PREFIX
 from mcpmux.gateway.security import CALLER, Gatekeeper
 from mcpmux.gateway.tokens import TokenInfo
-from mcpmux.sources.models import ExecutionMode, SourceSpec, SourceTool
+from mcpmux.sources.models import ExecutionMode, Source, SourceSpec, SourceTool
 
-__all__ = ["API_PREFIX", "Caller", "create_app"]
+__all__ = ["API_PREFIX", "Caller", "create_app", "register_source"]
 
 API_PREFIX = "/api"
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
@@ -116,19 +116,7 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
     @router.post("/sources", response_model=SourceOut, status_code=201)
     async def create_source(body: SourceCreate, who: admin) -> dict[str, Any]:
         """Register a source; nothing is stored unless all of it is valid."""
-        rt = runtime_of()
-        spec = _spec(body)
-        _refuse_processes(rt, spec)
-        if who.name is not None:
-            await _refuse_private_targets(spec)
-        if spec.source_type == "openapi":
-            await _check_openapi(spec)
-        source = await rt.registry_call(lambda: rt.registry.add(spec, reserved=rt.configured()))
-        try:
-            await rt.joined(source)
-        except MCPMuxError:
-            await rt.registry_call(rt.registry.remove, source.id)
-            raise
+        source = await register_source(runtime_of(), body, network_caller=who.name is not None)
         return source.to_json()
 
     @router.get("/sources/{source_id}", response_model=SourceOut)
@@ -233,6 +221,30 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
 
     app.include_router(router)
     return app
+
+
+async def register_source(rt: ApiRuntime, body: SourceCreate, *, network_caller: bool) -> Source:
+    """Register a source and make it live, as ``POST /api/sources`` does (the console's "add source" too).
+
+    ``network_caller``: a caller known by a token, whose source may not point at a private address.
+
+    Raises:
+        ApiProblem: the source would start a process, points at a private address, or is no OpenAPI document.
+        MCPMuxError: the registry refused it (name taken, invalid), or it could not join the manager.
+    """
+    spec = _spec(body)
+    _refuse_processes(rt, spec)
+    if network_caller:
+        await _refuse_private_targets(spec)
+    if spec.source_type == "openapi":
+        await _check_openapi(spec)
+    source = await rt.registry_call(lambda: rt.registry.add(spec, reserved=rt.configured()))
+    try:
+        await rt.joined(source)
+    except MCPMuxError:
+        await rt.registry_call(rt.registry.remove, source.id)
+        raise
+    return source
 
 
 def _spec(body: SourceCreate) -> SourceSpec:

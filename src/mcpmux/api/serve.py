@@ -6,8 +6,9 @@ The same ``Origin``/``Host`` checks, body cap and bearer tokens as ``/mcp``
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp
@@ -15,13 +16,17 @@ from starlette.types import ASGIApp
 from mcpmux.api.app import create_app
 from mcpmux.api.runtime import ApiRuntime, open_runtime, runtime_over
 from mcpmux.config.models import Config
+from mcpmux.gateway.run import CONSOLE_PREFIX, ByPrefix
 from mcpmux.gateway.security import Gatekeeper, HttpSecurity, SecurityMiddleware
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import Host
 from mcpmux.policy import StateStore
 from mcpmux.sources.registry import SourceRegistry
 
-__all__ = ["build_api", "mounted_api"]
+__all__ = ["ConsoleFactory", "build_api", "mounted_api"]
+
+ConsoleFactory = Callable[[Callable[[], ApiRuntime], HttpSecurity], ASGIApp]
+"""Makes the console over the API's runtime (current at each request) and the HTTP rules."""
 
 
 def build_api(
@@ -31,6 +36,7 @@ def build_api(
     store: StateStore | None = None,
     security: HttpSecurity | None = None,
     allow_process_sources: bool = False,
+    console: ConsoleFactory | None = None,
 ) -> ASGIApp:
     """The API app, serving ``config``'s servers and ``registry``'s sources while it runs.
 
@@ -40,6 +46,7 @@ def build_api(
         store: the state database (pins, approvals, audit, tokens); default the data dir's.
         security: the HTTP rules; default loopback-only with the store's tokens.
         allow_process_sources: let network callers register sources that start a process.
+        console: makes the web console, served at ``/ui`` over the API's runtime (``None``: no console).
     """
     state = store or StateStore()
     tokens = TokenStore(state)
@@ -60,7 +67,10 @@ def build_api(
     def runtime_of() -> ApiRuntime:
         return holder[0]
 
-    app = create_app(runtime_of, Gatekeeper(rules), lifespan=lifespan)
+    app: ASGIApp = create_app(runtime_of, Gatekeeper(rules), lifespan=lifespan)
+    if console is not None:
+        rules = replace(rules, own_auth_prefixes=(*rules.own_auth_prefixes, CONSOLE_PREFIX))
+        app = ByPrefix(CONSOLE_PREFIX, console(runtime_of, rules), app)
     return SecurityMiddleware(app, rules)
 
 

@@ -42,7 +42,7 @@ def auth_for(server: NetworkServerConfig) -> BrokeredAuth | None:
         return None
     broker = TokenBroker(server.name, server.url, vault, policy_for(server), verify_tls=server.verify_tls)
     bootstrap = None
-    if server.auth is not None and server.auth.grant == "client_credentials":
+    if server.auth is not None and server.auth.grant in ("client_credentials", "jwt_bearer"):
 
         async def bootstrap() -> AuthRecord:
             from mcpmux.auth.login import login

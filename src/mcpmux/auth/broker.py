@@ -18,6 +18,7 @@ import anyio
 import httpx2
 from pydantic import ValidationError
 
+from mcpmux.auth.dpop import DPoPKey, asks_for_nonce
 from mcpmux.auth.netguard import GuardedTransport, UrlPolicy
 from mcpmux.auth.vault import AuthRecord, TokenSet, Vault, record_lock
 from mcpmux.errors import OAuthError
@@ -81,6 +82,19 @@ class TokenBroker:
         self.refreshes = 0
         self._record: AuthRecord | None = None
         self._local = anyio.Lock()
+        self._dpop: tuple[str, DPoPKey] | None = None
+
+    def dpop_key(self) -> DPoPKey | None:
+        """The key the current tokens are bound to (RFC 9449), ``None`` for bearer tokens.
+
+        One object per key, so the nonces servers hand out are kept from request to request.
+        """
+        pem = self._record.dpop_key if self._record is not None else None
+        if pem is None:
+            return None
+        if self._dpop is None or self._dpop[0] != pem:
+            self._dpop = (pem, DPoPKey.from_pem(pem))
+        return self._dpop[1]
 
     async def _load(self) -> AuthRecord | None:
         record = await anyio.to_thread.run_sync(self.vault.load, self.server)
@@ -154,6 +168,9 @@ class TokenBroker:
         if record.grant == "client_credentials" and client.get("token_endpoint_auth_method") == "private_key_jwt":
             # Each token request needs a freshly signed assertion: the login (bootstrap) does it.
             raise OAuthError(self.server, self.url, "the client-credentials token expired; a new assertion is due")
+        if record.grant == "jwt_bearer" and not (record.tokens is not None and record.tokens.refresh_token):
+            # The workload's current JWT is the grant: the login (bootstrap) reads it and asks again.
+            raise OAuthError(self.server, self.url, "the jwt-bearer token expired; a new workload assertion is due")
         if record.grant == "client_credentials":
             form["grant_type"] = "client_credentials"
             if record.wanted_scope:
@@ -179,11 +196,20 @@ class TokenBroker:
         elif isinstance(secret, str) and method in ("client_secret_post", None):
             form["client_secret"] = secret
         transport = GuardedTransport(httpx2.AsyncHTTPTransport(verify=self.verify_tls), self.policy)
+        key = self.dpop_key()
         async with httpx2.AsyncClient(transport=transport, timeout=TOKEN_REQUEST_TIMEOUT_S) as http:
             try:
-                response = await http.post(
-                    endpoint, data=form, auth=auth or httpx2.USE_CLIENT_DEFAULT, headers={"Accept": "application/json"}
-                )
+                for _ in range(2):  # once more with the nonce a DPoP authorization server asks for
+                    headers = {"Accept": "application/json"}
+                    if key is not None:
+                        headers["DPoP"] = key.proof("POST", endpoint)
+                    response = await http.post(
+                        endpoint, data=form, auth=auth or httpx2.USE_CLIENT_DEFAULT, headers=headers
+                    )
+                    nonce = asks_for_nonce(response, response.content) if key is not None else None
+                    if key is None or nonce is None:
+                        break
+                    key.remember_nonce(endpoint, nonce)
             except httpx2.HTTPError as exc:
                 raise OAuthError(self.server, endpoint, f"token request failed: {exc!r}") from exc
         try:
@@ -238,8 +264,11 @@ class BrokeredAuth(httpx2.Auth):
             return
         token = await self._quietly(None, refresh=False)
         if token is not None:
-            request.headers["Authorization"] = f"Bearer {token}"
+            self._present(request, token)
         response = yield request
+        if token is not None and self._wants_nonce(request, response):
+            self._present(request, token)  # the same token, a new proof carrying the server's nonce
+            response = yield request
         fresh: str | None = None
         if response.status_code == 401:
             fresh = await self._quietly(token, refresh=True)
@@ -255,8 +284,34 @@ class BrokeredAuth(httpx2.Auth):
                 if self._interactive is not None:
                     fresh = await self._log_in(request, response)
         if fresh is not None and fresh != token:
-            request.headers["Authorization"] = f"Bearer {fresh}"
-            yield request
+            self._present(request, fresh)
+            response = yield request
+            if self._wants_nonce(request, response):
+                self._present(request, fresh)
+                yield request
+
+    def _wants_nonce(self, request: httpx2.Request, response: httpx2.Response) -> bool:
+        """Keep the nonce a DPoP server hands out; whether it refused the request for want of it (RFC 9449 s9)."""
+        key = self.broker.dpop_key()
+        if key is None:
+            return False
+        nonce = asks_for_nonce(response)
+        if nonce is None and response.headers.get("DPoP-Nonce"):
+            key.remember_nonce(request.url, response.headers["DPoP-Nonce"])
+        if nonce is None:
+            return False
+        key.remember_nonce(request.url, nonce)
+        return True
+
+    def _present(self, request: httpx2.Request, token: str) -> None:
+        """``Authorization`` for ``token``: ``DPoP`` with a fresh proof when it is bound to a key, else ``Bearer``."""
+        key = self.broker.dpop_key()
+        if key is None:
+            request.headers["Authorization"] = f"Bearer {token}"
+            request.headers.pop("DPoP", None)
+            return
+        request.headers["Authorization"] = f"DPoP {token}"
+        request.headers["DPoP"] = key.proof(request.method, request.url, access_token=token)
 
     async def _log_in(self, request: httpx2.Request, response: httpx2.Response) -> str | None:
         """Where a person is at hand (a face enabled it), log in from this answer, once per answer."""

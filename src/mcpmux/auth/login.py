@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import warnings
 import webbrowser
@@ -30,18 +31,26 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import (
+    JWT_BEARER_GRANT_TYPE,
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
+from mcpmux._private.mcp_sdk import GrantProvider
 from mcpmux.auth.broker import token_set_from
+from mcpmux.auth.dpop import DPoPKey, DPoPTokenTransport, challenges_with_dpop
 from mcpmux.auth.loopback import LoopbackRedirect, parse_redirect
 from mcpmux.auth.netguard import GuardedTransport, UrlPolicy, policy_for
 from mcpmux.auth.vault import AuthRecord, Vault
 from mcpmux.config.models import OAuthConfig, SseServerConfig, StreamableHttpServerConfig
 from mcpmux.errors import OAuthError
 
-__all__ = ["LOGIN_TIMEOUT_S", "Browser", "Challenge", "Paste", "login", "open_browser"]
+__all__ = ["LOGIN_TIMEOUT_S", "Browser", "Challenge", "Paste", "login", "open_browser", "read_assertion"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +108,7 @@ class _Flow:
     policy: UrlPolicy
     wanted_scope: str | None
     challenge: Challenge | None = None
+    dpop: DPoPTokenTransport | None = None
 
     def record(self, **changes: object) -> AuthRecord:
         record = self.vault.load(self.server.name)
@@ -177,6 +187,8 @@ async def login(
     try:
         if auth.grant == "client_credentials":
             record = await _client_credentials(flow, auth)
+        elif auth.grant == "jwt_bearer":
+            record = await _jwt_bearer(flow, auth)
         else:
             try:
                 record = await _authorization_code(flow, auth, browser or open_browser, paste, timeout_s)
@@ -277,6 +289,54 @@ async def _client_credentials(flow: _Flow, auth: OAuthConfig) -> AuthRecord:
     return _finish(flow, provider, storage, "client_credentials")
 
 
+async def _jwt_bearer(flow: _Flow, auth: OAuthConfig) -> AuthRecord:
+    """RFC 7523 section 2.1: the workload's JWT (from its file or variable, read now) is the grant.
+
+    A refusal (``invalid_grant``, ``invalid_scope``, ``unauthorized_client``) ends the login: it is not
+    retried, nor another grant tried (the workload's identity is the only credential it has).
+    """
+    client_id = auth.client_id or "mcpmux"
+    client = OAuthClientInformationFull(
+        client_id=client_id,
+        client_secret=auth.client_secret.get_secret_value() if auth.client_secret else None,
+        token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
+        grant_types=[JWT_BEARER_GRANT_TYPE],
+        redirect_uris=None,
+    )
+
+    async def grant_form() -> dict[str, str]:
+        assertion = await read_assertion(flow.server.name, flow.server.url, auth)
+        return {"grant_type": JWT_BEARER_GRANT_TYPE, "assertion": assertion}
+
+    storage = _Storage(None, flow.keep_client)
+    provider = GrantProvider(flow.server.url, storage, client, grant_form, scope=" ".join(auth.scopes) or None)
+    await _probe(flow, provider)
+    return _finish(flow, provider, storage, "jwt_bearer")
+
+
+async def read_assertion(server: str, url: str, auth: OAuthConfig) -> str:
+    """The workload's JWT, from ``assertion_file`` or ``assertion_env`` (read each time: it rotates).
+
+    Raises:
+        OAuthError: the file or variable is missing or empty, or does not hold a JWT.
+    """
+    if auth.assertion_file is not None:
+        where = f"assertion_file {auth.assertion_file}"
+        try:
+            text = await (await anyio.Path(auth.assertion_file).expanduser()).read_text()
+        except OSError as exc:
+            raise OAuthError(server, url, f"cannot read the workload token ({where}): {exc.strerror}") from exc
+    else:
+        where = f"environment variable {auth.assertion_env}"
+        text = os.environ.get(auth.assertion_env or "", "")
+    token = text.strip()
+    if token.count(".") != 2 or any(ch.isspace() for ch in token):
+        raise OAuthError(
+            server, url, f"the workload token ({where}) is not a JWT", hint="point it at the identity provider's token"
+        )
+    return token
+
+
 async def _first_redirect(
     redirect: LoopbackRedirect, paste: Paste | None, timeout_s: float, flow: _Flow
 ) -> dict[str, str]:
@@ -327,7 +387,12 @@ MAX_FLOW_STEPS = 16
 async def _probe(flow: _Flow, provider: OAuthClientProvider) -> None:
     """Start the SDK's flow: from the session's challenge, else from one request to the server."""
     server = flow.server
-    inner = _WiderRegistration(httpx2.AsyncHTTPTransport(verify=server.verify_tls), flow.wanted_scope)
+    wanted_dpop = (server.auth or OAuthConfig()).dpop
+    asked = flow.challenge is not None and challenges_with_dpop(flow.challenge[1])
+    flow.dpop = DPoPTokenTransport(
+        httpx2.AsyncHTTPTransport(verify=server.verify_tls), _dpop_key(flow), enabled=wanted_dpop, asked=asked
+    )
+    inner = _WiderRegistration(flow.dpop, flow.wanted_scope)
     transport = GuardedTransport(inner, flow.policy)
     if flow.challenge is not None:
         await _from_challenge(provider, transport, *flow.challenge)
@@ -397,6 +462,17 @@ def _initialize() -> dict[str, object]:
     }
 
 
+def _dpop_key(flow: _Flow) -> DPoPKey:
+    """The key of the server's earlier DPoP login (its refresh token is bound to it), else a new one."""
+    record = flow.vault.load(flow.server.name)
+    if record is not None and record.dpop_key is not None:
+        try:
+            return DPoPKey.from_pem(record.dpop_key)
+        except ValueError:
+            logger.warning("oauth: server %r: the stored DPoP key is unusable; a new one is made", flow.server.name)
+    return DPoPKey.generate()
+
+
 def _finish(flow: _Flow, provider: OAuthClientProvider, storage: _Storage, grant: str) -> AuthRecord:
     context = provider.context
     tokens = storage.tokens
@@ -411,7 +487,11 @@ def _finish(flow: _Flow, provider: OAuthClientProvider, storage: _Storage, grant
     token_endpoint = str(metadata.token_endpoint) if metadata is not None else urljoin(flow.server.url, "/token")
     client = context.client_info or storage.client
     body = tokens.model_dump(exclude_none=True)
+    bound = flow.dpop is not None and flow.dpop.bound
+    if bound:
+        body["token_type"] = "DPoP"
     return flow.record(
+        dpop_key=flow.dpop.key.to_pem() if flow.dpop is not None and bound else None,
         grant=grant,
         resource=context.get_resource_url(),
         issuer=str(metadata.issuer) if metadata is not None else None,

@@ -46,7 +46,7 @@ KEYRING_SERVICE = "mcpmux-oauth"
 STORE_ENV = "MCPMUX_TOKEN_STORE"
 """``keyring`` or ``file`` forces a store; unset picks the keyring when a real backend is present."""
 
-Grant = Literal["authorization_code", "client_credentials"]
+Grant = Literal["authorization_code", "client_credentials", "jwt_bearer"]
 
 
 class TokenSet(BaseModel):
@@ -81,6 +81,8 @@ class AuthRecord(BaseModel):
     client: dict[str, object] | None = None
     tokens: TokenSet | None = None
     wanted_scope: str | None = None
+    dpop_key: str | None = None
+    """The PEM of the P-256 key the tokens are bound to (RFC 9449), when the server uses DPoP."""
     updated_at: float = 0.0
 
     def __repr__(self) -> str:
@@ -100,7 +102,8 @@ class AuthRecord(BaseModel):
             "logged_in": tokens is not None,
             "scopes": (tokens.scope or "").split() if tokens is not None else [],
             "expires_at": tokens.expires_at if tokens is not None else None,
-            "refreshable": bool(tokens and tokens.refresh_token) or self.grant == "client_credentials",
+            "refreshable": bool(tokens and tokens.refresh_token) or self.grant != "authorization_code",
+            "dpop": self.dpop_key is not None,
         }
 
 

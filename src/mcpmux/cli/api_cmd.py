@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import anyio
 import click
@@ -29,6 +30,7 @@ _READY_POLL_S = 0.05
 @click.option("--insecure-http", is_flag=True, help="Accept tokens over plain HTTP off loopback.")
 @click.option("--allow-host", multiple=True, metavar="HOST[:PORT|:*]", help="Another accepted Host header.")
 @click.option("--allow-origin", multiple=True, metavar="ORIGIN", help="Another accepted Origin.")
+@click.option("--no-ui", is_flag=True, help="Do not serve the web console at /ui.")
 def api_cmd(
     http_addr: str,
     db_url: str | None,
@@ -38,11 +40,14 @@ def api_cmd(
     insecure_http: bool,
     allow_host: tuple[str, ...],
     allow_origin: tuple[str, ...],
+    no_ui: bool = False,
 ) -> None:
     """Serve the REST API (/api/*, its document at /api/openapi.json, docs at /api/docs).
 
     Binds 127.0.0.1 by default. Another address needs a token (mcpmux token create NAME --scope ...)
-    and TLS (--ssl-certfile/--ssl-keyfile) or --insecure-http.
+    and TLS (--ssl-certfile/--ssl-keyfile) or --insecure-http. The web console is served at /ui
+    unless --no-ui (sign in with a token, or with the console key printed at start while no token
+    exists).
     """
     import uvicorn
 
@@ -67,7 +72,10 @@ def api_cmd(
         host, TokenStore(store), require_auth=not is_loopback(host), allow_hosts=allow_host,
         allow_origins=allow_origin, max_body_bytes=4 * 1024 * 1024, option="--http",
     )  # fmt: skip
-    app = build_api(config, registry, store=store, security=security, allow_process_sources=allow_process_sources)
+    console = None if no_ui else _console(security, config)
+    app = build_api(
+        config, registry, store=store, security=security, allow_process_sources=allow_process_sources, console=console
+    )
     server = uvicorn.Server(
         uvicorn.Config(
             app,
@@ -96,3 +104,23 @@ def api_cmd(
     finally:
         registry.close()
         store.close()
+
+
+def _console(security: Any, config: Any) -> Any:
+    """The console over the API's runtime; prints the console key while no token exists."""
+    import secrets
+
+    from mcpmux.console import build_console
+    from mcpmux.policy.pending import PendingApprovals
+
+    key = secrets.token_urlsafe(24)
+    if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
+        click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
+
+    def factory(runtime_of: Any, rules: Any) -> Any:
+        # The console's own calls that need approval wait there for a person (REST callers are refused as before).
+        approvers = config.security.gateway_approvers
+        pending = PendingApprovals(approvers.console_timeout_s, config.secret_values) if approvers.console else None
+        return build_console(lambda: runtime_of().guard, rules, key=key, sources=runtime_of, pending=pending)
+
+    return factory

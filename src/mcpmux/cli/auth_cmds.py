@@ -21,7 +21,7 @@ from mcpmux.config import Config
 from mcpmux.config.models import OAuthConfig, SseServerConfig, StreamableHttpServerConfig
 from mcpmux.errors import UsageError
 
-__all__ = ["auth_group", "login_cmd", "logout_cmd"]
+__all__ = ["auth_group", "login_cmd", "logout_cmd", "offer_login"]
 
 HttpServer = StreamableHttpServerConfig | SseServerConfig
 
@@ -73,6 +73,27 @@ def login_cmd(name: str, no_browser: bool, scopes: tuple[str, ...]) -> None:
 
     data = run(body)
     emit(data, lambda: click.echo(f"Logged in to {name} ({_scopes(data)}; {_expiry(data)})."))
+
+
+def offer_login(entry: dict[str, Any]) -> None:
+    """After ``mcpmux add NAME -t http URL``: if the server asks for OAuth, say so and offer the login.
+
+    In a terminal the login is offered at once; elsewhere (scripts, ``--json``) the hint is printed on
+    stderr. A server that does not answer is left alone: it may not be running yet.
+    """
+    headers = entry.get("headers") or {}
+    if entry.get("type") != "http" or any(str(key).lower() == "authorization" for key in headers):
+        return
+    from mcpmux.auth.detect import asks_for_oauth
+
+    name, url = str(entry["name"]), str(entry["url"])
+    plain = {str(key): str(value) for key, value in headers.items()}
+    if not anyio.run(asks_for_oauth, url, plain):
+        return
+    console = err_console()
+    console.print(f"Server {name!r} asks for an OAuth login: run `mcpmux login {name}`.", highlight=False)
+    if sys.stdin.isatty() and sys.stderr.isatty() and click.confirm("Log in now?", default=True, err=True):
+        click.get_current_context().invoke(login_cmd, name=name, no_browser=False, scopes=())
 
 
 @click.command("logout")

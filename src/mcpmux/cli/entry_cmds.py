@@ -147,6 +147,9 @@ def add_cmd(
     if connect_timeout is not None:
         entry["connect_timeout_ms"] = connect_timeout
     write_entry("add", entry, scope)
+    from mcpmux.cli.auth_cmds import offer_login
+
+    offer_login(entry)
     return 0
 
 

@@ -47,6 +47,7 @@ def _address(option: str, value: str) -> tuple[str, int]:
 )  # fmt: skip
 @click.option("--auth", is_flag=True, help="Require a bearer token even on loopback.")
 @click.option("--no-api", is_flag=True, help="With --http: do not serve the REST API at /api.")
+@click.option("--no-ui", is_flag=True, help="With --http: do not serve the web console at /ui.")
 @click.option("--db", "db_url", metavar="URL", envvar="MCPMUX_DB", help="The source registry (default: sources.db).")
 @click.option("--allow-host", multiple=True, metavar="HOST[:PORT|:*]", help="Another accepted Host header.")
 @click.option("--allow-origin", multiple=True, metavar="ORIGIN", help="Another accepted Origin header.")
@@ -57,6 +58,7 @@ def _address(option: str, value: str) -> tuple[str, int]:
 )
 @click.option("--oauth-issuer", metavar="URL", help="Also accept JWT access tokens of this authorization server.")
 @click.option("--oauth-resource", metavar="URL", help="With --oauth-issuer: this gateway's URL (the token audience).")
+@click.option("--toolset", metavar="NAME", help="Serve only this toolset of the config (`toolsets:`) on every face.")
 def serve_cmd(
     stdio: bool,
     http_addr: str | None,
@@ -76,11 +78,17 @@ def serve_cmd(
     header_timeout: float,
     oauth_issuer: str | None = None,
     oauth_resource: str | None = None,
+    no_ui: bool = False,
+    toolset: str | None = None,
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
 
+    With --http each toolset of the config is also served at /mcp/NAME (and /sse/NAME with --sse);
+    --toolset NAME serves only that toolset, on every face.
+
     With --http the REST API is served beside /mcp at /api (its document at /api/openapi.json),
-    under the same rules and tokens, unless --no-api.
+    under the same rules and tokens, unless --no-api; and the web console at /ui (sign in with a
+    token, or with the console key printed at start while no token exists), unless --no-ui.
 
     HTTP binds 127.0.0.1 unless told otherwise and refuses any other address unless tokens exist
     (mcpmux token create NAME). Once a token exists every HTTP request and WebSocket handshake
@@ -95,6 +103,7 @@ def serve_cmd(
     from mcpmux.gateway.security import HttpSecurity
     from mcpmux.gateway.tokens import TokenStore
     from mcpmux.policy import StateStore
+    from mcpmux.policy.toolsets import toolset_named
 
     if (sse or json_response) and http_addr is None:
         raise click.UsageError("--sse and --json-response need --http")
@@ -122,8 +131,10 @@ def serve_cmd(
         ws = _address("--ws", ws_addr)
     tcp = _tcp(tcp_addr, tcp_without_tokens or not (auth or tokens.any()))
     api = None if no_api or http_addr is None else _api_factory(load_config(state().config_path), db_url)
+    console = None if no_ui or http_addr is None else _console_factory(config, None if no_api else db_url, no_api)
     options = ServeOptions(
         api=api,
+        console=console,
         stdio=stdio or not (http_addr or tcp_addr or ws_addr),
         http=http,
         tcp=tcp,
@@ -131,7 +142,10 @@ def serve_cmd(
         ws_security=rules("--ws", ws[0]) if ws is not None else None,
         separator=separator,
         drain_timeout_s=drain_timeout,
+        toolset=toolset,
     )
+    if toolset is not None:
+        toolset_named(config, toolset)  # an unknown name is a usage error before anything starts
     quiet_sdk_tracing()
 
     async def main() -> None:
@@ -152,6 +166,26 @@ def _api_factory(config: Config, db_url: str | None) -> Any:
 
     registry = SourceRegistry(db_url)
     return lambda host, security: mounted_api(host, security, config, registry)
+
+
+def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
+    """Makes the web console over the gateway's host; prints the console key while no token exists."""
+    import secrets
+
+    from mcpmux.console import build_console
+
+    key = secrets.token_urlsafe(24)
+
+    def factory(host: Any, security: Any, pending: Any) -> Any:
+        from mcpmux.api.runtime import runtime_over
+        from mcpmux.sources.registry import SourceRegistry
+
+        sources = None if no_api else runtime_over(host, config, SourceRegistry(db_url), tokens=security.tokens)
+        if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
+            click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
+        return build_console(host, security, pending=pending, key=key, sources=lambda: sources)
+
+    return factory
 
 
 def _external_tokens(issuer: str | None, resource: str | None) -> ExternalTokens | None:
@@ -199,17 +233,35 @@ def token() -> None:
     type=click.Choice(["read", "execute", "admin"]),
     help="What it may do on the REST API (repeatable; default: read and execute).",
 )
+@click.option(
+    "--toolset",
+    "toolsets",
+    multiple=True,
+    metavar="NAME",
+    help="Bind it to this toolset (repeatable): it is accepted only at /mcp/NAME of its toolsets.",
+)
 @json_option
-def token_create(name: str, can_approve: bool, scopes: tuple[str, ...]) -> None:
+def token_create(name: str, can_approve: bool, scopes: tuple[str, ...], toolsets: tuple[str, ...] = ()) -> None:
     """Create a token called NAME and print it (it is shown only this once)."""
     from mcpmux.gateway.tokens import DEFAULT_API_SCOPES, TokenStore
     from mcpmux.policy import StateStore
+    from mcpmux.policy.toolsets import toolset_named
 
+    if toolsets:
+        config = load_config(state().config_path)
+        for toolset in toolsets:
+            toolset_named(config, toolset)  # a typo would make a token that sees nothing
     chosen = scopes or DEFAULT_API_SCOPES
     with StateStore() as store:
-        secret = TokenStore(store).create(name, can_approve=can_approve, scopes=chosen)
+        secret = TokenStore(store).create(name, can_approve=can_approve, scopes=chosen, toolsets=toolsets)
     emit(
-        {"name": name, "token": secret, "can_approve": can_approve, "scopes": sorted(chosen)},
+        {
+            "name": name,
+            "token": secret,
+            "can_approve": can_approve,
+            "scopes": sorted(chosen),
+            "toolsets": sorted(set(toolsets)),
+        },
         lambda: click.echo(secret),
     )
     click.echo(
@@ -229,11 +281,19 @@ def token_list() -> None:
     with StateStore() as store:
         tokens = TokenStore(store).list()
     rows = [
-        {"name": t.name, "created_at": datetime.fromtimestamp(t.created_at).isoformat(), "can_approve": t.can_approve}
+        {
+            "name": t.name,
+            "created_at": datetime.fromtimestamp(t.created_at).isoformat(),
+            "can_approve": t.can_approve,
+            "toolsets": list(t.toolsets),
+        }
         for t in tokens
     ]
-    listed = [(r["name"], r["created_at"], "yes" if r["can_approve"] else "no") for r in rows]
-    emit(rows, lambda: table(["name", "created", "can approve"], listed))
+    listed = [
+        (t.name, r["created_at"], "yes" if t.can_approve else "no", ", ".join(t.toolsets) or "all")
+        for t, r in zip(tokens, rows, strict=True)
+    ]
+    emit(rows, lambda: table(["name", "created", "can approve", "toolsets"], listed))
 
 
 @token.command("revoke")

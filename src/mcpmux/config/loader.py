@@ -24,6 +24,7 @@ from mcpmux.config.interpolate import expand
 from mcpmux.config.models import (
     BuiltinServerConfig,
     Config,
+    DiscoveryConfig,
     LLMConfig,
     OpenAPIServerConfig,
     SecurityConfig,
@@ -33,6 +34,8 @@ from mcpmux.config.models import (
     StdioServerConfig,
     StreamableHttpServerConfig,
     TcpServerConfig,
+    ToolsetConfig,
+    ToolsetsSection,
     WebSocketServerConfig,
 )
 from mcpmux.config.parse import PathPart, format_path, line_of, read_data
@@ -63,6 +66,8 @@ _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "settings": Settings,
     "security": SecurityConfig,
     "llm": LLMConfig,
+    "toolsets": ToolsetsSection,
+    "discovery": DiscoveryConfig,
 }
 _MIN_SECRET_LEN = 4
 # Variables whose values describe the machine, not a credential: interpolating them masks nothing.
@@ -152,7 +157,7 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
     problems: list[ConfigProblem] = []
     warnings: list[ConfigProblem] = []
     servers: dict[str, ServerConfig] = {}
-    sections: dict[str, JSONObject] = {"settings": {}, "security": {}, "llm": {}}
+    sections: dict[str, JSONObject] = {key: {} for key in _SECTION_MODELS}
     secrets: set[str] = set()
     for doc in documents:
         problems.extend(doc.problems)
@@ -185,6 +190,8 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
         settings=Settings.model_validate(sections["settings"]),
         security=SecurityConfig.model_validate(sections["security"]),
         llm=LLMConfig.model_validate(sections["llm"]),
+        toolsets={name: ToolsetConfig.model_validate(t) for name, t in sections["toolsets"].items()},
+        discovery=DiscoveryConfig.model_validate(sections["discovery"]),
         sources=tuple(d.source for d in documents),
         secret_values=frozenset(s for s in secrets if len(s) >= _MIN_SECRET_LEN),
         warnings=tuple(str(w) for w in warnings),

@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     PrivateAttr,
+    RootModel,
     SecretStr,
     TypeAdapter,
     ValidationError,
@@ -34,11 +35,13 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_MS",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_TIMEOUT_MS",
+    "TOOLSET_NAME_PATTERN",
     "ApprovalRule",
     "BuiltinServerConfig",
     "CacheConfig",
     "Config",
     "DeclaredResource",
+    "DiscoveryConfig",
     "GatewayApprovers",
     "LLMConfig",
     "NetworkServerConfig",
@@ -55,6 +58,8 @@ __all__ = [
     "StdioServerConfig",
     "StreamableHttpServerConfig",
     "TcpServerConfig",
+    "ToolsetConfig",
+    "ToolsetsSection",
     "WebSocketServerConfig",
     "declared_for",
 ]
@@ -122,6 +127,9 @@ class GatewayApprovers(_Frozen):
 
     stdio: bool = True  # the client that started ``mcpmux serve --stdio`` (a local process)
     tokens: bool = True  # HTTP callers whose token was made with ``mcpmux token create --can-approve``
+    # With the web console served (/ui): a call its own client cannot answer waits for a person there.
+    console: bool = True
+    console_timeout_s: float = Field(120.0, gt=0, le=86400)  # no answer by then: denied
 
 
 class SecurityConfig(_Frozen):
@@ -318,10 +326,14 @@ class OAuthConfig(_Frozen):
     With no ``client_id`` and no ``client_metadata_url`` the client registers itself dynamically
     (RFC 7591) once, and keeps the registration. ``grant: client_credentials`` needs ``client_id``
     and ``client_secret``, or ``private_key`` (PEM, for ``private_key_jwt`` assertions signed with
-    ``signing_algorithm``), and never opens a browser.
+    ``signing_algorithm``), and never opens a browser. ``grant: jwt_bearer`` (RFC 7523, workload identity
+    federation) presents a workload's JWT, read fresh for every token request from ``assertion_file``
+    (e.g. a Kubernetes projected token) or the environment variable ``assertion_env``, as the grant.
+    ``dpop`` binds the tokens to a key of mcpmux's (RFC 9449): unset, whenever the authorization
+    server offers DPoP (ES256); ``true`` always, ``false`` never.
     """
 
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "jwt_bearer"] = "authorization_code"
     client_id: str | None = None
     client_secret: SecretStr | None = None
     private_key: SecretStr | None = None
@@ -331,6 +343,9 @@ class OAuthConfig(_Frozen):
     issuer: str | None = None
     allow_private_addresses: bool = False
     redirect_port: int = Field(0, ge=0, le=65535)
+    assertion_file: str | None = None
+    assertion_env: str | None = None
+    dpop: bool | None = None
 
     _one_scope = field_validator("scopes", mode="before")(_one_item_list)
 
@@ -340,6 +355,8 @@ class OAuthConfig(_Frozen):
             self.client_id is None or (self.client_secret is None and self.private_key is None)
         ):
             raise ValueError("grant 'client_credentials' needs client_id and client_secret (or private_key)")
+        if self.grant == "jwt_bearer" and (self.assertion_file is None) == (self.assertion_env is None):
+            raise ValueError("grant 'jwt_bearer' needs one of assertion_file or assertion_env (the workload's JWT)")
         return self
 
 
@@ -534,6 +551,76 @@ class LLMConfig(_Frozen):
     max_tokens: int | None = Field(None, gt=0)
 
 
+# -- toolsets and discovery (``toolsets:`` and ``discovery:`` beside ``mcp:``) -----------------------
+
+TOOLSET_NAME_PATTERN = r"[a-z0-9][a-z0-9_-]{0,31}"
+DEFAULT_DISCOVERY_LIMIT = 8
+DEFAULT_LIST_TTL_MS = 60_000
+_DISCOVERY_MODE = re.compile(r"all|search|auto:(?P<n>[0-9]{1,6})")
+
+
+def _discovery_shorthand(value: object) -> object:
+    """``discovery: search`` is ``discovery: {mode: search}``."""
+    return {"mode": value} if isinstance(value, str) else value
+
+
+class DiscoveryConfig(_Frozen):
+    """How the gateway lists tools: every tool (``all``), or ``search_tools`` and ``call_tool`` instead.
+
+    ``search``: clients see ``search_tools`` (BM25 over names, descriptions and parameter names,
+    answering with full definitions) and ``call_tool`` (calls any tool the caller may see), plus the
+    tools matching ``always_load`` (globs over canonical names). ``auto:N``: ``search`` once a
+    caller would see more than N tools, else ``all``. ``list_ttl_ms``: the ``ttlMs`` a list gets
+    from upstreams that give no hint of their own (they announce changes with ``list_changed``).
+    """
+
+    mode: str = "all"
+    always_load: tuple[str, ...] = ()
+    limit: int = Field(DEFAULT_DISCOVERY_LIMIT, ge=1, le=100)
+    list_ttl_ms: int = Field(DEFAULT_LIST_TTL_MS, ge=0)
+
+    _shorthand = model_validator(mode="before")(_discovery_shorthand)
+    _one_item = field_validator("always_load", mode="before")(_one_item_list)
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        if not _DISCOVERY_MODE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a discovery mode (expected all, search or auto:N)")
+        return value
+
+    def searching(self, visible: int) -> bool:
+        """Whether a caller who may see ``visible`` tools gets the search tools instead of the list."""
+        if self.mode == "search":
+            return True
+        match = _DISCOVERY_MODE.fullmatch(self.mode)
+        threshold = match.group("n") if match is not None else None
+        return threshold is not None and visible > int(threshold)
+
+
+class ToolsetConfig(_Frozen):
+    """One toolset: the tools, resources and prompts a client of ``/mcp/NAME`` (or a token bound to it) sees.
+
+    Patterns are globs (case-sensitive) over canonical names (``filesystem:read_*``); resources
+    are matched as ``SERVER:URI`` (``docs:file:///srv/*``). A list left out exposes nothing of
+    its kind. ``discovery`` overrides the global ``discovery:`` for this toolset.
+    """
+
+    description: str | None = None
+    tools: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ()
+    discovery: DiscoveryConfig | None = None
+
+    _one_item = field_validator("tools", "resources", "prompts", mode="before")(_one_item_list)
+
+
+class ToolsetsSection(RootModel[dict[Annotated[str, Field(pattern=f"^{TOOLSET_NAME_PATTERN}$")], ToolsetConfig]]):
+    """The ``toolsets:`` mapping as one section (merged by toolset name across files)."""
+
+    model_config = ConfigDict(frozen=True)
+
+
 class Config(_Frozen):
     """The merged configuration of every source.
 
@@ -548,6 +635,8 @@ class Config(_Frozen):
     settings: Settings = Settings()
     security: SecurityConfig = SecurityConfig()
     llm: LLMConfig = LLMConfig()
+    toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
+    discovery: DiscoveryConfig = DiscoveryConfig()
     sources: tuple[str, ...] = ()
     secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)
     warnings: tuple[str, ...] = Field(default=(), exclude=True)

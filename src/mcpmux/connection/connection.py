@@ -89,6 +89,8 @@ class Connection:
         """Optional methods the server answered with -32601 (method not found): not asked again."""
         self.list_ttl_ms: dict[str, int] = {}
         """The ``ttlMs`` cache hint of the last listing per method (2026-07-28 era; smallest page's)."""
+        self.list_private: set[str] = set()
+        """The methods whose last listing said ``cacheScope: private`` on any page (2026-07-28 era)."""
         self.server = server
         self.settings = settings
         self.callbacks = callbacks or ClientCallbacks()
@@ -373,14 +375,17 @@ class Connection:
             cursor: str | None = None
             seen: set[str] = set()
             ttls: list[int] = []
+            private = False
             for _ in range(MAX_PAGES):
                 page = await fetch(session, None if cursor is None else types.PaginatedRequestParams(cursor=cursor))
                 collected.extend(items(page))
                 ttls.append(getattr(page, "ttl_ms", 0))
+                private = private or getattr(page, "cache_scope", "private") == "private"
                 cursor = page.next_cursor
                 if cursor is None:
                     if is_modern(session.protocol_version):
                         self.list_ttl_ms[method] = min(ttls)
+                        (self.list_private.add if private else self.list_private.discard)(method)
                     return collected
                 if cursor in seen:
                     raise ProtocolError(self.name, f"{method} repeated the cursor {cursor!r}")

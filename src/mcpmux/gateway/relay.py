@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import mcp_types as types
@@ -33,7 +34,8 @@ from pydantic import BaseModel
 
 from mcpmux.config.models import GatewayApprovers
 from mcpmux.errors import ApprovalDenied
-from mcpmux.policy import APPROVAL_META, Answer, ApprovalRequest
+from mcpmux.gateway.caller import caller_of
+from mcpmux.policy import APPROVAL_META, Answer, ApprovalRequest, Approver
 
 __all__ = ["RELAY_TIMEOUT_S", "UNVERIFIED", "Asker", "LiveCall", "Relay"]
 
@@ -115,6 +117,9 @@ class Relay:
     def __init__(self, approvers: GatewayApprovers | None = None) -> None:
         self._calls: dict[str, list[Asker]] = defaultdict(list)
         self.approvers = approvers if approvers is not None else GatewayApprovers()
+        self.held: Approver | None = None
+        """Where a question goes that its own client may not or cannot answer: a person at the console
+        (:class:`~mcpmux.policy.pending.PendingApprovals`, ``gateway_approvers.console``); ``None``: refused."""
 
     @contextmanager
     def calling(self, server: str, call: Asker, answerer: str | None = None) -> Iterator[None]:
@@ -144,14 +149,20 @@ class Relay:
     async def approve(self, request: ApprovalRequest) -> Answer:
         """Ask the client whose call this is, by elicitation; "no" when it cannot be asked.
 
+        A client that may not or cannot answer is held for a person instead when :attr:`held` is set.
+
         Raises:
             ApprovalDenied: the client may not approve (it is refused, not asked).
         """
         call = _current.get()
+        wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        if self.held is not None and (call is None or _answerer.get() is None or not call.can_ask(wanted)):
+            # The person is shown who calls (the token or clientInfo), not the identity "always" binds.
+            shown = request if call is None else replace(request, caller=caller_of(call.ctx) or request.caller)
+            return await self.held(shown)
         if call is not None and _answerer.get() is None:
             logger.info("%s needs approval and its caller may not approve: refused", request.name)
             raise ApprovalDenied(request.name, MAY_NOT_APPROVE, hint=MAY_NOT_APPROVE_HINT.format(tool=request.name))
-        wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
         if call is None or not call.can_ask(wanted):
             logger.info("%s needs approval and its client cannot be asked: declined", request.name)
             return Answer.NO

@@ -24,7 +24,8 @@ from functools import partial
 import anyio
 import anyio.abc
 from mcp.server.stdio import stdio_server
-from starlette.types import ASGIApp
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpmux.config.models import Config
 from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError, UsageError
@@ -37,11 +38,13 @@ from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import ConnectionFactory, Host
 from mcpmux.policy import StateStore
+from mcpmux.policy.pending import PendingApprovals
+from mcpmux.policy.toolsets import Toolset, toolset_named
 from mcpmux.provider_names import DEFAULT_SEPARATOR
 from mcpmux.transports.tcp import serve_tcp
 from mcpmux.transports.websocket import Admit, Handshake, serve_websocket
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "ServeOptions", "http_security", "serve"]
+__all__ = ["CONSOLE_PREFIX", "DEFAULT_DRAIN_TIMEOUT_S", "ByPrefix", "ServeOptions", "http_security", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +69,12 @@ class ServeOptions:
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     api: Callable[[Host, HttpSecurity], ASGIApp] | None = None
     """Makes the REST API over the gateway's host, served beside ``/mcp`` (``None``: no API)."""
+    console: Callable[[Host, HttpSecurity, PendingApprovals | None], ASGIApp] | None = None
+    """Makes the web console over the gateway's host, served at ``/ui`` (``None``: no console). With it,
+    and ``security.gateway_approvers.console``, a call its own client cannot approve waits there for a person."""
+    toolset: str | None = None
+    """Serve only this toolset on every face (``--toolset``); ``None``: everything, and over HTTP
+    each configured toolset at ``/mcp/NAME``."""
 
 
 def http_security(
@@ -150,13 +159,25 @@ async def _serve(
         callbacks=downstream.client_callbacks(), wait=not options.stdio, connection_factory=connection_factory,
     )  # fmt: skip
     async with host, anyio.create_task_group() as tg:
-        if options.api is not None and options.http is not None:
-            http = replace(options.http, extra=options.api(host, options.http.security))
-            options = replace(options, http=http)
-        gateway = Gateway(host, downstream=downstream, separator=options.separator)
+        if options.http is not None:
+            options = replace(options, http=_with_apps(host, options, downstream))
+        only = toolset_named(config, options.toolset) if options.toolset is not None else None
+        toolsets: dict[str, Gateway] = {}
+        if only is None and options.http is not None:
+            for name in config.toolsets:
+                served = Toolset.of(name, config.toolsets[name], config.discovery)
+                toolsets[name] = Gateway(
+                    host, downstream=downstream, separator=options.separator, toolset=served, announce=False
+                )
+        # Made last: the downstream's URI and unsubscribe hooks follow the gateway that sees every resource,
+        # and it alone announces list changes, to every client of every path (they share the downstream).
+        gateway = Gateway(host, downstream=downstream, separator=options.separator, toolset=only)
+        for served_gateway in toolsets.values():
+            served_gateway.metrics = gateway.metrics
         stop = anyio.Event()
         # Subscribed before the first attempts end, so no upstream arriving later goes unannounced.
-        await tg.start(gateway.run)
+        for served_gateway in (*toolsets.values(), gateway):
+            await tg.start(served_gateway.run)
         tg.start_soon(_stop_on_signal, stop)
         if options.stdio:
             attempted = anyio.Event()
@@ -164,8 +185,49 @@ async def _serve(
             tg.start_soon(_warn_failed, host, announce, attempted)
         else:
             _report_failed(host, announce)
-        await _serve_faces(gateway, options, stop, announce)
+        await _serve_faces(gateway, options, stop, announce, toolsets)
         tg.cancel_scope.cancel()
+
+
+CONSOLE_PREFIX = "/ui"
+
+
+def _with_apps(host: Host, options: ServeOptions, downstream: Downstream) -> HttpOptions:
+    """The HTTP options with the REST API and the console mounted beside ``/mcp``."""
+    assert options.http is not None
+    security = options.http.security
+    console: ASGIApp | None = None
+    if options.console is not None:
+        security = replace(security, own_auth_prefixes=(*security.own_auth_prefixes, CONSOLE_PREFIX))
+        approvers = host.config.security.gateway_approvers
+        pending = None
+        if approvers.console:
+            pending = PendingApprovals(approvers.console_timeout_s, host.config.secret_values)
+            downstream.relay.held = pending
+        console = options.console(host, security, pending)
+    api = options.api(host, security) if options.api is not None else None
+    extra = api if console is None else ByPrefix(CONSOLE_PREFIX, console, api)
+    return replace(options.http, security=security, extra=extra)
+
+
+class ByPrefix:
+    """Requests under ``prefix`` to ``app``, the others to ``rest`` (404 without one)."""
+
+    def __init__(self, prefix: str, app: ASGIApp, rest: ASGIApp | None) -> None:
+        self.prefix, self.app, self.rest = prefix, app, rest
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "lifespan":
+            if self.rest is not None:
+                await self.rest(scope, receive, send)
+            return
+        if path == self.prefix or path.startswith(self.prefix + "/"):
+            await self.app(scope, receive, send)
+        elif self.rest is not None:
+            await self.rest(scope, receive, send)
+        else:
+            await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
 
 
 def _report_failed(host: Host, announce: Callable[[str], None]) -> None:
@@ -196,22 +258,44 @@ def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 async def _serve_faces(
-    gateway: Gateway, options: ServeOptions, stop: anyio.Event, announce: Callable[[str], None]
+    gateway: Gateway,
+    options: ServeOptions,
+    stop: anyio.Event,
+    announce: Callable[[str], None],
+    toolsets: Mapping[str, Gateway] | None = None,
 ) -> None:
     http_stop = anyio.Event()
+    toolsets = toolsets or {}
     async with anyio.create_task_group() as http_tg:
         if options.http is not None:
             where = options.http.host, options.http.port
-            port = await _listen("--http", where, http_tg.start(serve_http, gateway, options.http, http_stop))
-            announce(f"serving http://{_host(options.http.host)}:{port}/mcp")
+            started = http_tg.start(partial(serve_http, toolsets=toolsets), gateway, options.http, http_stop)
+            port = await _listen("--http", where, started)
+            base = f"http://{_host(options.http.host)}:{port}"
+            announce(f"serving {base}/mcp" + (f" (toolset {options.toolset})" if options.toolset else ""))
+            for name in toolsets:
+                announce(f"serving toolset {name} at {base}/mcp/{name}")
         async with anyio.create_task_group() as streams:
             await _start_stream_faces(streams, gateway, options, stop, announce)
             await stop.wait()
-            drained = await gateway.drain(options.drain_timeout_s)
+            drained = await _drain((gateway, *toolsets.values()), options.drain_timeout_s)
             if not drained:
                 logger.warning("calls still running after %.1f s; cancelling them", options.drain_timeout_s)
             streams.cancel_scope.cancel()
         http_stop.set()
+
+
+async def _drain(gateways: Sequence[Gateway], timeout_s: float) -> bool:
+    """Drain every gateway at once, within one ``timeout_s``; whether all their calls ended."""
+    drained: list[bool] = []
+
+    async def drain(gateway: Gateway) -> None:
+        drained.append(await gateway.drain(timeout_s))
+
+    async with anyio.create_task_group() as tg:
+        for gateway in gateways:
+            tg.start_soon(drain, gateway)
+    return all(drained)
 
 
 async def _start_stream_faces(
@@ -221,7 +305,7 @@ async def _start_stream_faces(
         port = await _listen("--tcp", options.tcp, tg.start(serve_tcp, gateway.server, *options.tcp))
         announce(f"serving tcp://{_host(options.tcp[0])}:{port}")
     if options.ws is not None:
-        admit = websocket_admission(options.ws_security or HttpSecurity())
+        admit = websocket_admission(options.ws_security or HttpSecurity(), toolset=options.toolset)
         started = tg.start(partial(serve_websocket, gateway.server, *options.ws, admit=admit))
         port = await _listen("--ws", options.ws, started)
         announce(f"serving ws://{_host(options.ws[0])}:{port}")
@@ -230,12 +314,18 @@ async def _start_stream_faces(
         announce("serving stdio")
 
 
-def websocket_admission(security: HttpSecurity) -> Admit:
-    """The WebSocket handshake check: the HTTP face's Origin, Host and token rules."""
+def websocket_admission(security: HttpSecurity, *, toolset: str | None = None) -> Admit:
+    """The WebSocket handshake check: the HTTP face's Origin, Host and token rules.
+
+    A token bound to toolsets is admitted only by a gateway serving one of them (``toolset``).
+    """
     gate = Gatekeeper(security)
 
     def admit(headers: Mapping[str, str]) -> Handshake:
         verdict = gate.admit(headers)
+        if isinstance(verdict, Admitted) and verdict.toolsets and toolset not in verdict.toolsets:
+            where = ", ".join(f"mcpmux serve --toolset {name}" for name in verdict.toolsets)
+            return Handshake(refuse_status=403, reason=f"This token is bound to its toolsets: use {where}")
         if isinstance(verdict, Admitted):
             caller = None if verdict.token_name is None else TokenCaller(verdict.token_name, verdict.scopes)
             return Handshake(still_valid=gate.still_valid(verdict), context=caller)

@@ -127,17 +127,30 @@ class AuditLog:
         )
 
     def query(
-        self, *, since: float | None = None, server: str | None = None, tool: str | None = None, limit: int = 200
+        self,
+        *,
+        since: float | None = None,
+        server: str | None = None,
+        tool: str | None = None,
+        limit: int = 200,
+        until: float | None = None,
+        caller: str | None = None,
+        outcome: str | None = None,
+        offset: int = 0,
     ) -> list[AuditRow]:
-        """The newest rows first, filtered by time (epoch seconds), server and tool."""
+        """The newest rows first, filtered by time (epoch seconds), server, tool, caller and outcome."""
         where, params = ["1=1"], []
-        for clause, value in (("at >= ?", since), ("server = ?", server), ("tool = ?", tool)):
+        filters = (
+            ("at >= ?", since), ("at < ?", until), ("server = ?", server), ("tool = ?", tool),
+            ("caller = ?", caller), ("outcome = ?", outcome),
+        )  # fmt: skip
+        for clause, value in filters:
             if value is not None:
                 where.append(clause)
                 params.append(value)
-        sql = f"SELECT * FROM audit WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?"
+        sql = f"SELECT * FROM audit WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ? OFFSET ?"
         with self._store.read() as db:
-            rows = db.execute(sql, (*params, limit)).fetchall()
+            rows = db.execute(sql, (*params, limit, max(0, offset))).fetchall()
         return [_row(r) for r in rows]
 
 
