@@ -62,10 +62,12 @@ def normalise_document(tree: Any, source: str, path: Path | None = None) -> Docu
 def _ours(tree: JSONObject, source: str) -> Document:
     doc = Document(source, "mcpmux", tree)
     for key in tree:
-        if key not in ("mcp", "llm"):
+        if key not in ("mcp", "llm", "agents"):
             doc.warn((key,), "unknown top-level key, ignored")
     if "llm" in tree:
         doc.sections["llm"] = (("llm",), tree["llm"])
+    if "agents" in tree:
+        doc.sections["agents"] = (("agents",), tree["agents"])
     mcp = tree["mcp"]
     if mcp is None:
         return doc
