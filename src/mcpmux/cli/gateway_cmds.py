@@ -57,6 +57,8 @@ def _address(option: str, value: str) -> tuple[str, int]:
 )
 @click.option("--oauth-issuer", metavar="URL", help="Also accept JWT access tokens of this authorization server.")
 @click.option("--oauth-resource", metavar="URL", help="With --oauth-issuer: this gateway's URL (the token audience).")
+@click.option("--agent", "agents", multiple=True, metavar="NAME",
+              help="Serve only this configured agent, as the tool ask_NAME (repeatable; no REST API).")  # fmt: skip
 def serve_cmd(
     stdio: bool,
     http_addr: str | None,
@@ -76,6 +78,7 @@ def serve_cmd(
     header_timeout: float,
     oauth_issuer: str | None = None,
     oauth_resource: str | None = None,
+    agents: tuple[str, ...] = (),
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
 
@@ -100,6 +103,8 @@ def serve_cmd(
         raise click.UsageError("--sse and --json-response need --http")
     config = with_registered(load_config(state().config_path), db_url)
     redact_logs(config.secret_values)
+    for name in agents:
+        config.agent(name)  # an unknown agent is a usage error before anything starts
     store = StateStore()
     tokens = TokenStore(store)
     external = _external_tokens(oauth_issuer, oauth_resource)
@@ -121,6 +126,7 @@ def serve_cmd(
     if ws_addr is not None:
         ws = _address("--ws", ws_addr)
     tcp = _tcp(tcp_addr, tcp_without_tokens or not (auth or tokens.any()))
+    no_api = no_api or bool(agents)  # the REST API would show every tool, not only the agents
     api = None if no_api or http_addr is None else _api_factory(load_config(state().config_path), db_url)
     options = ServeOptions(
         api=api,
@@ -131,6 +137,7 @@ def serve_cmd(
         ws_security=rules("--ws", ws[0]) if ws is not None else None,
         separator=separator,
         drain_timeout_s=drain_timeout,
+        agents=agents,
     )
     quiet_sdk_tracing()
 

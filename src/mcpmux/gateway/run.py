@@ -36,7 +36,7 @@ from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopb
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import ConnectionFactory, Host
-from mcpmux.policy import StateStore
+from mcpmux.policy import Guard, StateStore, ToolScope
 from mcpmux.provider_names import DEFAULT_SEPARATOR
 from mcpmux.transports.tcp import serve_tcp
 from mcpmux.transports.websocket import Admit, Handshake, serve_websocket
@@ -66,6 +66,8 @@ class ServeOptions:
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     api: Callable[[Host, HttpSecurity], ASGIApp] | None = None
     """Makes the REST API over the gateway's host, served beside ``/mcp`` (``None``: no API)."""
+    agents: tuple[str, ...] = ()
+    """Serve only these configured agents, each as the tool ``ask_NAME`` (``mcpmux serve --agent``)."""
 
 
 def http_security(
@@ -149,11 +151,14 @@ async def _serve(
         config, face="gateway", store=store, approver=downstream.relay.approve,
         callbacks=downstream.client_callbacks(), wait=not options.stdio, connection_factory=connection_factory,
     )  # fmt: skip
+    served: Guard = host
+    if options.agents:
+        served = host.scoped(await serve_agents(host, options.agents))
     async with host, anyio.create_task_group() as tg:
         if options.api is not None and options.http is not None:
             http = replace(options.http, extra=options.api(host, options.http.security))
             options = replace(options, http=http)
-        gateway = Gateway(host, downstream=downstream, separator=options.separator)
+        gateway = Gateway(served, downstream=downstream, separator=options.separator)
         stop = anyio.Event()
         # Subscribed before the first attempts end, so no upstream arriving later goes unannounced.
         await tg.start(gateway.run)
@@ -166,6 +171,14 @@ async def _serve(
             _report_failed(host, announce)
         await _serve_faces(gateway, options, stop, announce)
         tg.cancel_scope.cancel()
+
+
+async def serve_agents(host: Host, agents: Sequence[str]) -> ToolScope:
+    """Add ``ask_NAME`` for each agent to ``host``; the scope that shows a client those tools alone."""
+    from mcpmux.bridge.ask import AgentTools
+
+    names = await AgentTools(host).install(agents)
+    return ToolScope(f"mcpmux serve --agent {' '.join(agents)}", "gateway", tuple(names))
 
 
 def _report_failed(host: Host, announce: Callable[[str], None]) -> None:
