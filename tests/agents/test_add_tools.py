@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -130,3 +131,69 @@ async def test_nameless_or_clashing_functions_and_taken_names_are_refused(store:
         await host.add_tools([add])
         with pytest.raises(ConfigError, match="already exists"):
             await host.add_tools([price])
+
+
+async def test_functions_are_served_by_the_gateway_over_http_to_an_sdk_client_under_the_rules(
+    store: StateStore,
+) -> None:
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from mcpmux.gateway.http import HttpOptions
+    from mcpmux.gateway.run import ServeOptions, serve
+
+    announced: list[str] = []
+    ready = anyio.Event()
+
+    def announce(line: str) -> None:
+        announced.append(line)
+        if line.startswith("serving http://"):
+            ready.set()
+
+    config = Config(security=SecurityConfig(denied_tools=("python:delete_*",)))
+    options = ServeOptions(
+        http=HttpOptions(host="127.0.0.1", port=0), functions=(add, price, broken, delete_everything)
+    )
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: serve(config, options, store=store, announce=announce))
+            await ready.wait()
+            url = announced[-1].removeprefix("serving ")
+            async with Client(url, mode="legacy") as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+                assert names == {"python__add", "python__price", "python__broken"}
+                assert text(await client.call_tool("python__add", {"a": 40, "b": 2})) == "42"
+                priced = await client.call_tool("python__price", {"order": {"item": "tea"}})
+                assert priced.structured_content == {"item": "tea", "total": 2.5}
+                failed = await client.call_tool("python__broken", {"reason": "x"})
+                assert failed.is_error and "RuntimeError: the ledger is locked: x" in text(failed)
+                with pytest.raises(MCPError, match="no tool named 'python__delete_everything'"):
+                    await client.call_tool("python__delete_everything", {"confirm": True})  # denied: never listed
+            tg.cancel_scope.cancel()
+    rows = [(r.tool, r.outcome) for r in store_rows(store)]
+    assert ("add", "ok") in rows and ("broken", "tool-error") in rows and ("delete_everything", "ok") not in rows
+
+
+def store_rows(store: StateStore) -> list[Any]:
+    from mcpmux.policy import AuditLog
+
+    return AuditLog(store).query(server="python")
+
+
+async def test_the_agent_loop_calls_functions_through_the_guard(store: StateStore) -> None:
+    from mcpmux.bridge.loop import AgentLoop
+    from mcpmux.bridge.providers import make_provider
+    from mcpmux.config.models import LLMConfig
+    from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
+
+    script = [Reply(tool_calls=[Call("python__add", {"a": 1, "b": 2})]), Reply("three")]
+    with ScriptedLLM(script) as llm, anyio.fail_after(60):
+        async with Host(Config(), store=store, catalog=False, face="chat") as host:
+            await host.add_tools([add])
+            provider = make_provider(LLMConfig(base_url=llm.base_url, model="m", api_key="k"))
+            try:
+                result = await AgentLoop(host, provider).send("add 1 and 2")
+            finally:
+                await provider.aclose()
+        assert result.text == "three"
+        assert llm.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_0", "content": "3"}

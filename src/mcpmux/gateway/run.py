@@ -20,6 +20,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -68,6 +69,8 @@ class ServeOptions:
     """Makes the REST API over the gateway's host, served beside ``/mcp`` (``None``: no API)."""
     agents: tuple[str, ...] = ()
     """Serve only these configured agents, each as the tool ``ask_NAME`` (``mcpmux serve --agent``)."""
+    functions: tuple[Callable[..., Any], ...] = ()
+    """Python functions served beside the servers as the tools of ``python`` (:meth:`Host.add_tools`)."""
 
 
 def http_security(
@@ -152,6 +155,8 @@ async def _serve(
         callbacks=downstream.client_callbacks(), wait=not options.stdio, connection_factory=connection_factory,
     )  # fmt: skip
     served: Guard = host
+    if options.functions:
+        await host.add_tools(options.functions)
     if options.agents:
         served = host.scoped(await serve_agents(host, options.agents))
     async with host, anyio.create_task_group() as tg:
