@@ -272,3 +272,31 @@ async def test_ask_samples_with_tools_when_the_client_declares_sampling_tools(st
                 result = await client.call_tool("ask_reader", {"task": "read n"})
     assert text_of(result) == "done: notes of n"
     assert [t.name for t in seen[0].tools or []] == ["ch__read_notes"]
+
+
+@pytest.mark.subprocess
+def test_chat_agent_uses_its_model_and_tools_and_slash_calls_outside_them_are_refused(tmp_path: Path) -> None:
+    import pexpect
+
+    script = [Reply(tool_calls=[Call("ch__read_notes", {"path": "n"})]), Reply("the notes are fine")]
+    with ScriptedLLM(script) as llm:
+        write_config(tmp_path, {"reader": reader(model="chat-model")}, {"base_url": llm.base_url})
+        env = dict(isolated_env(tmp_path), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", NO_COLOR="1")
+        child = pexpect.spawn(
+            MCPMUX, ["chat", "--agent", "reader"], cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60,
+            dimensions=(50, 160),
+        )  # fmt: skip
+        try:
+            child.expect("you>")
+            child.send('/call ch:delete_notes {"path": "n"}\r')
+            child.expect_exact("not in its tools")
+            child.expect("you>")
+            child.send("how are my notes?\r")
+            child.expect_exact("the notes are fine")
+            child.expect("you>")
+        finally:
+            child.close(force=True)
+        first = llm.requests[0]
+    assert first["model"] == "chat-model"
+    assert [t["function"]["name"] for t in first["tools"]] == ["ch__read_notes"]
+    assert "Only ever read notes" in first["messages"][0]["content"]
