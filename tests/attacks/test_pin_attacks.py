@@ -18,7 +18,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from mcpmux.config.models import Config, Settings, StdioServerConfig
-from mcpmux.errors import ToolDefinitionChanged, ToolQuarantined
+from mcpmux.errors import ToolDefinitionChanged
 from mcpmux.manager import Manager
 from mcpmux.manager.models import ToolInfo
 from mcpmux.policy import Guard, PinBook, StateStore
@@ -53,9 +53,8 @@ async def test_a_rename_that_also_hides_an_instruction_is_held_and_says_why(stor
         async with Manager(changing("renamed_poisoned"), catalog=False) as manager:
             guard = Guard(manager, store=store)
             reason = {e.tool.tool: e.reason for e in guard.withheld()}["fetch_notes"]
-            # Too different to be called a rename, so held as a newcomer; the scanner's finding comes first.
-            assert reason.startswith("scanner:") and "new tool on an already pinned server" in reason
-            with pytest.raises(ToolQuarantined, match="id_rsa"):
+            assert reason.startswith("renamed from read_notes (definition ") and "scanner:" in reason
+            with pytest.raises(ToolDefinitionChanged, match="id_rsa"):
                 await guard.call_tool("ch:fetch_notes", {"path": "x"})
 
 

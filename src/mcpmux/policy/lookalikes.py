@@ -16,20 +16,33 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 
 from mcpmux.json_shapes import JSONObject
 
-__all__ = ["RENAME_SIMILARITY", "invisible_change", "is_invisible", "rename_source", "reveal", "visible_form"]
+__all__ = [
+    "RENAME_CANDIDATES",
+    "RENAME_SIMILARITY",
+    "invisible_change",
+    "is_invisible",
+    "rename_source",
+    "reveal",
+    "visible_form",
+]
 
 RENAME_SIMILARITY = 0.9
-"""How alike (``difflib`` ratio of the canonical JSON without the name) a vanished tool's definition
+"""How alike (``difflib`` ratio of the canonical JSON's tokens, without the name) a vanished tool's definition
 and a new one must be for the new one to count as its rename."""
 
 # Zero-width and joiner characters, bidi embeddings/overrides/isolates, the BOM, invisible math
 # operators, Mongolian vowel separator, soft hyphen, Hangul fillers: all render as nothing (or
 # reorder what follows) in most terminals and model tokenisers see them.
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+RENAME_CANDIDATES = 3
+"""How many vanished tools (the closest by a cheap bound) are compared with a newcomer in full."""
+
 _INVISIBLE = frozenset(
     [
         *(0x00AD, 0x034F, 0x061C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164, 0xFEFF, 0xFFA0),
@@ -51,6 +64,8 @@ def is_invisible(char: str) -> bool:
 
 def visible_form(text: str) -> str:
     """``text`` without invisible characters, NFKC-normalised (look-alike compatibility forms folded)."""
+    if text.isascii():  # nothing invisible, nothing to fold: the common case, kept cheap
+        return text
     return unicodedata.normalize("NFKC", "".join(c for c in text if not is_invisible(c)))
 
 
@@ -122,20 +137,31 @@ def rename_source(new: JSONObject, vanished: Mapping[str, JSONObject]) -> tuple[
 
     ``vanished`` maps the names of pinned tools the server no longer lists to their pinned
     definitions. Occurrences of the old name in the old definition count as the new name. A match
-    needs :data:`RENAME_SIMILARITY` or more; ties go to the first name in order.
+    needs :data:`RENAME_SIMILARITY` or more; ties go to the first name in order. Only the
+    :data:`RENAME_CANDIDATES` closest by ``difflib``'s cheap bound are compared in full, so a
+    server that drops hundreds of look-alike tools costs a bounded time per newcomer.
     """
     target, new_name = _without_name(new), str(new.get("name", ""))
-    best: tuple[str, float] | None = None
+    texts: dict[str, list[str]] = {}
     for name in sorted(vanished):
         # Frameworks derive text from the name (the SDK's schema title "read_notesArguments"): a
         # rename changes it too, so the old name is read as the new one before comparing.
-        candidate = _without_name(vanished[name])
-        candidate = candidate.replace(name, new_name) if new_name else candidate
-        if candidate == target:
+        text = _without_name(vanished[name])
+        text = text.replace(name, new_name) if new_name else text
+        if text == target:
             return name, 1.0
-        matcher = difflib.SequenceMatcher(None, candidate, target, autojunk=False)
-        if matcher.quick_ratio() < RENAME_SIMILARITY:
-            continue
+        texts[name] = _TOKEN.findall(text)
+    # Compared as word and punctuation tokens: as telling as characters, and far fewer.
+    matcher: difflib.SequenceMatcher[str] = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(_TOKEN.findall(target))
+    bounds = []
+    for name, tokens in texts.items():
+        matcher.set_seq1(tokens)
+        if matcher.real_quick_ratio() >= RENAME_SIMILARITY and (bound := matcher.quick_ratio()) >= RENAME_SIMILARITY:
+            bounds.append((-bound, name))
+    best: tuple[str, float] | None = None
+    for _, name in sorted(bounds)[:RENAME_CANDIDATES]:
+        matcher.set_seq1(texts[name])
         ratio = matcher.ratio()
         if ratio >= RENAME_SIMILARITY and (best is None or ratio > best[1]):
             best = (name, ratio)
