@@ -300,3 +300,21 @@ def test_chat_agent_uses_its_model_and_tools_and_slash_calls_outside_them_are_re
     assert first["model"] == "chat-model"
     assert [t["function"]["name"] for t in first["tools"]] == ["ch__read_notes"]
     assert "Only ever read notes" in first["messages"][0]["content"]
+
+
+def test_the_toolsets_hook_checks_an_agents_toolset_by_name_and_reads_its_tools() -> None:
+    """Until the toolsets section lands (issue 22, part A), the hook is driven by hand."""
+    from mcpmux.config.loader import _agent_problems
+    from mcpmux.policy import agent_scope
+
+    sections: dict[str, Any] = {
+        "agents": {"ops": {"toolset": "ops"}, "x": {"toolset": "nope"}},
+        "toolsets": {"ops": {}},
+    }
+    problems = _agent_problems(sections)
+    assert [(p.path, p.reason) for p in problems] == [("agents.x.toolset", "no toolset 'nope' (toolsets: ops)")]
+    assert _agent_problems({"agents": {"x": {"toolset": "nope"}}}) == []  # no toolsets section: nothing to check
+
+    config = config_with({"ops": {"toolset": "ops"}})
+    object.__setattr__(config, "toolsets", {"ops": {"tools": ["ch:read_*", "ch:list_*"]}})
+    assert agent_scope(config, config.agent("ops")).patterns == ("ch:read_*", "ch:list_*")
