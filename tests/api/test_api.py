@@ -4,6 +4,7 @@ end on SQLite and PostgreSQL, an OpenAPI source against a real httpbin, and the 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -149,3 +150,39 @@ def test_the_api_publishes_its_own_openapi_document(database_url: str, tmp_path:
     paths = set(document["paths"])
     assert {"/api/sources", "/api/sources/{source_id}", "/api/sources/{source_id}/sync", "/api/tools",
             "/api/tools/{tool_id}", "/api/tools/execute", "/api/servers", "/api/audit"} <= paths  # fmt: skip
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_transient_source_runs_only_for_its_sync_and_its_calls(database_url: str, tmp_path: Path) -> None:
+    command, args = stdio_command("time")
+    body = {
+        "name": "clock",
+        "source_type": "mcp",
+        "mcp_config": {"lifecycle_mode": "transient", "type": "stdio", "command": command, "args": args},
+    }
+
+    def parked(client: TestClient) -> bool:
+        """Whether the source's server comes to rest stopped (it stops on its own, soon after its work)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = next(s for s in client.get("/api/servers").json() if s["name"] == "clock")
+            if found["state"] == "configured":
+                return "lifecycle: transient" in found["reason"] or found["reason"] == "configured"
+            time.sleep(0.05)
+        return False
+
+    with api(database_url, tmp_path / "state.db") as client:
+        created = client.post("/api/sources", json=body)
+        assert created.status_code == 201, created.text
+        assert created.json()["lifecycle_mode"] == "transient"
+        assert parked(client)
+        synced = client.post("/api/sources/clock/sync")
+        assert synced.status_code == 200 and synced.json()["tools_discovered"] >= 2, synced.text
+        assert parked(client)  # started for the sync, stopped after it
+        executed = client.post(
+            "/api/tools/execute", json={"tool_id": "clock:get_current_time", "arguments": {"timezone": "UTC"}}
+        )
+        assert executed.json()["success"] is True, executed.text
+        assert parked(client)  # and for the call
+        history = client.get("/api/servers").json()
+        assert next(s for s in history if s["name"] == "clock")["reason"].endswith("(lifecycle: transient)")

@@ -5,9 +5,11 @@ manifests (each a 4xx problem, nothing half-registered), and secrets that must n
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -41,6 +43,22 @@ def _openapi(tmp_path: Path, paths: dict[str, object], **extra: object) -> str:
     return f"file://{spec}"
 
 
+def _is_problem(answer: Any, status: int) -> bool:
+    """``answer`` is an RFC 9457 problem document with ``status`` (the API's one error shape)."""
+    if answer.status_code != status or answer.headers["content-type"] != "application/problem+json":
+        return False
+    body = answer.json()
+    return body["status"] == status and bool(body["title"]) and bool(body["detail"])
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
 def _registered(client: TestClient) -> list[str]:
     return [s["name"] for s in client.get("/api/sources").json() if not s["read_only"]]
 
@@ -51,8 +69,9 @@ def test_once_a_token_exists_every_request_needs_one_and_its_scope(tmp_path: Pat
         reader = tokens.create("reader", scopes=("read",))
         runner = tokens.create("runner", scopes=("read", "execute"))
         admin = tokens.create("boss", scopes=("read", "execute", "admin"))
-        assert client.get("/api/sources").status_code == 401
-        assert client.get("/api/sources", headers={"Authorization": "Bearer mcpmux_forged"}).status_code == 401
+        missing = client.get("/api/sources")
+        assert _is_problem(missing, 401) and missing.headers["www-authenticate"].startswith("Bearer")
+        assert _is_problem(client.get("/api/sources", headers={"Authorization": "Bearer mcpmux_forged"}), 401)
         as_reader = {"Authorization": f"Bearer {reader}"}
         assert client.get("/api/sources", headers=as_reader).status_code == 200
         body = {"tool_id": "x:y", "arguments": {}}
@@ -77,16 +96,16 @@ def test_a_web_page_cannot_use_the_api(tmp_path: Path) -> None:
             json={"name": "x", "source_type": "mcp", "url": "http://127.0.0.1:9/mcp"},
             headers={"Origin": "http://evil.example"},
         )
-        assert foreign.status_code == 403
+        assert _is_problem(foreign, 403)
         rebound = client.get("/api/sources", headers={"Host": "evil.example"})
-        assert rebound.status_code == 421
+        assert _is_problem(rebound, 421)
         assert _registered(client) == []
 
 
 def test_an_oversized_body_is_refused(tmp_path: Path) -> None:
     with api(tmp_path) as (client, _):
         huge = {"tool_id": "a:b", "arguments": {"x": "y" * (5 * 1024 * 1024)}}
-        assert client.post("/api/tools/execute", json=huge).status_code == 413
+        assert _is_problem(client.post("/api/tools/execute", json=huge), 413)
 
 
 def test_a_network_caller_cannot_make_the_host_start_a_program(tmp_path: Path) -> None:
@@ -113,6 +132,7 @@ def test_a_network_caller_cannot_make_the_host_start_a_program(tmp_path: Path) -
         "ref_cycle",
         "external_ref",
         "unreachable_spec",
+        "unreachable_base_url",
         "bad_name",
         "unknown_field",
     ],
@@ -132,6 +152,9 @@ def test_hostile_or_broken_input_is_a_4xx_problem_and_registers_nothing(tmp_path
         body["url"] = _openapi(tmp_path, {"/p": {"get": {"parameters": [{"$ref": "file:///etc/passwd"}]}}})
     elif case == "unreachable_spec":
         body["url"] = "http://127.0.0.1:9/openapi.json"
+    elif case == "unreachable_base_url":
+        body["url"] = _openapi(tmp_path, {"/p": {"get": {"operationId": "p"}}})
+        body["openapi_config"] = {"base_url": f"http://127.0.0.1:{_closed_port()}/v1"}
     elif case == "bad_name":
         body = {"name": "../../etc", "source_type": "mcp", "url": "http://127.0.0.1:9/mcp"}
     else:
@@ -143,22 +166,25 @@ def test_hostile_or_broken_input_is_a_4xx_problem_and_registers_nothing(tmp_path
         assert answer.headers["content-type"] == "application/problem+json"
         assert {"type", "title", "status", "detail"} <= set(problem)
         assert _registered(client) == []
+    if case == "unreachable_base_url":
+        assert answer.status_code == 422 and "unreachable" in problem["detail"], problem
 
 
 def test_secrets_never_come_back_and_configured_servers_are_read_only(tmp_path: Path) -> None:
     spec = _openapi(tmp_path, {"/x": {"get": {"operationId": "x"}}})
     configured = OpenAPIServerConfig(name="fromfile", spec=spec.removeprefix("file://"), base_url="http://127.0.0.1:9")
     config = Config(servers=(configured,), security=SecurityConfig(pinning="off"))
+    service = socket.create_server(("127.0.0.1", 0))  # a base URL that accepts connections
     body = {
         "name": "api",
         "source_type": "openapi",
         "url": spec,
         "openapi_config": {
-            "base_url": "http://127.0.0.1:9",
+            "base_url": f"http://127.0.0.1:{service.getsockname()[1]}",
             "auth": {"type": "api_key", "in": "header", "name": "K", "value": SECRET},
         },
     }
-    with api(tmp_path, config=config) as (client, _):
+    with service, api(tmp_path, config=config) as (client, _):
         created = client.post("/api/sources", json=body)
         assert created.status_code == 201, created.text
         for path in ("/api/sources", "/api/sources/api", "/api/tools", "/api/servers", "/api/audit"):

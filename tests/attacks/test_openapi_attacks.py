@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
 
@@ -24,7 +25,7 @@ from mcpmux.config.models import OpenAPIServerConfig
 from mcpmux.errors import SpecError
 from mcpmux.servers.openapi import convert, parse_spec, read_spec_file
 from mcpmux.servers.openapi.document import MAX_SPEC_BYTES
-from mcpmux.servers.openapi.execute import is_public_address
+from mcpmux.servers.openapi.execute import HttpTarget, OpenAPIExecutor, is_public_address
 
 pytestmark = pytest.mark.anyio
 
@@ -239,6 +240,38 @@ async def test_a_document_cannot_point_requests_at_a_private_address(
     assert result.is_error
     assert "non-public address" in _text(result) and "base_url" in _text(result)
     assert listener.accepted == 0
+
+
+async def test_a_rebinding_name_cannot_steer_the_connection_after_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The check sees a public address; a second resolution (httpx's own, at connect time) would see
+    # 127.0.0.1. The request must go to the address that was checked, under the host's name.
+    answers = iter(["93.184.215.14", "127.0.0.1"])
+    resolved: list[str] = []
+
+    async def rebinding(host: str, port: int, **_: Any) -> list[Any]:
+        address = next(answers)
+        resolved.append(address)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(anyio, "getaddrinfo", rebinding)
+    sent: list[httpx.Request] = []
+
+    def service(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"ok": True})
+
+    document = parse_spec(_document({"/get": {"get": {"operationId": "probe"}}}), "rebind.json")
+    (operation,) = convert(document)
+    target = HttpTarget(base_url="https://rebind.example:8443/")
+    async with httpx.AsyncClient(transport=httpx.MockTransport(service)) as client:
+        with anyio.fail_after(30):
+            result = await OpenAPIExecutor("rebind", target, client, 1 << 20).call(operation, {})
+    assert not result.is_error, _text(result)
+    assert resolved == ["93.184.215.14"]  # resolved once, by the check
+    (request,) = sent
+    assert request.url.host == "93.184.215.14" and request.url.port == 8443
+    assert request.headers["host"] == "rebind.example:8443"
+    assert request.extensions["sni_hostname"] == "rebind.example"  # TLS still checks the host's certificate
 
 
 async def test_the_user_may_allow_private_addresses_or_name_the_base_url(tmp_path: Path, httpbin: str) -> None:

@@ -28,7 +28,7 @@ const provider = new Provider(issuer, {
     response_types: [],
     token_endpoint_auth_method: 'client_secret_basic',
   }],
-  scopes: ['openid', 'offline_access', 'mcp:read', 'mcp:write'],
+  scopes: ['openid', 'offline_access', 'mcp:read', 'mcp:write', 'mcpmux:read', 'mcpmux:execute', 'mcpmux:admin'],
   features: {
     devInteractions: { enabled: true },
     registration: { enabled: true },
@@ -42,7 +42,7 @@ const provider = new Provider(issuer, {
       getResourceServerInfo: async (_ctx, indicator) => {
         if (!resources.includes(indicator)) throw new Error(`unknown resource ${indicator}`);
         return {
-          scope: 'mcp:read mcp:write',
+          scope: 'mcp:read mcp:write mcpmux:read mcpmux:execute mcpmux:admin',
           audience: indicator,
           accessTokenTTL: ttl,
           accessTokenFormat: 'jwt',

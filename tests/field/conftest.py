@@ -58,6 +58,8 @@ def _make_workbook(path: Path) -> None:
 
 
 def _entry(server: FieldServer, site: Site, work: Path, url: str | None) -> dict[str, Any]:
+    if url is not None and server.transport == "openapi":
+        return {"name": server.name, "type": "openapi", "spec": f"{url}/spec.json", "base_url": url}
     if url is not None:
         return {"name": server.name, "type": "http", "url": url}
     command, *args = server.argv(site, work, 0)
@@ -78,7 +80,8 @@ async def _run(server: FieldServer, site: Site, work: Path) -> dict[str, FaceRes
 
     env = dict(os.environ) | server.env(site, listener_dir)
     with (work / "listener.log").open("w+b") as log:
-        listener = await anyio.to_thread.run_sync(start_listener, argv_for, env, log)
+        path = "" if server.transport == "openapi" else "/mcp"
+        listener = await anyio.to_thread.run_sync(start_listener, argv_for, env, log, path)
         try:
             return await run_faces(server, entries(listener.url), site, work)
         finally:

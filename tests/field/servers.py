@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tests.peers.fixtures import node22, peers_dir
+from tests.peers.fixtures import gunicorn, node22, peers_dir
 
 __all__ = [
     "FACES",
@@ -106,7 +106,9 @@ class FieldServer:
         lang: ``node`` or ``python``.
         sdk: the SDK generation the server is built on (``TS 1.x``, ``TS 2.x``, ``Py 1.x``, ``Py 2.x``,
             ``fastmcp 4``).
-        transport: ``stdio``, or ``http`` (Streamable HTTP: the suite starts the listener itself).
+        transport: ``stdio``, ``http`` (Streamable HTTP: the suite starts the listener itself), or
+            ``openapi`` (a REST service with its own OpenAPI document, an mcpmux ``type: openapi`` server:
+            the suite starts the service and points ``spec`` at its document).
         argv: the command line (of the stdio server, or of the HTTP listener).
         probe: the harmless call.
         env: extra environment of the server.
@@ -117,7 +119,7 @@ class FieldServer:
     package: str
     lang: Literal["node", "python"]
     sdk: str
-    transport: Literal["stdio", "http"]
+    transport: Literal["stdio", "http", "openapi"]
     argv: Argv
     probe: Probe
     env: Env = _no_env
@@ -158,6 +160,11 @@ def stale_installs() -> list[str]:
             (root / "requirements.txt",),
         ),
     }
+    parts["the REST service for OpenAPI sources (tests/peers/.venv-rest)"] = (
+        root / ".venv-rest" / ".install-peers.stamp",
+        "pip",
+        (root / "rest" / "requirements.txt",),
+    )
     for generation in (1, 2):
         venv = root / f".venv-field-sdk{generation}"
         requirements = root / "field" / f"requirements-sdk{generation}.txt"
@@ -460,6 +467,26 @@ FIELD_SERVERS: tuple[FieldServer, ...] = (
             str(work / "proxied.duckdb"),
         ],
         Probe("query", {"query": "SELECT 40 + 2 AS field_answer"}, "42"),
+    ),
+    # --- A REST service, not an MCP server: an OpenAPI source (Swagger 2.0) ------------------------
+    FieldServer(
+        "httpbin",
+        "pypi httpbin 0.10.4 (its own Swagger 2.0 document, /spec.json)",
+        "python",
+        "OpenAPI (Swagger 2.0)",
+        "openapi",
+        lambda _site, _work, port: [
+            str(gunicorn()),
+            "--no-control-socket",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-k",
+            "gthread",
+            "--threads",
+            "4",
+            "httpbin:app",
+        ],
+        Probe("get_base64_value", {"value": "ZmllbGQtbWFya2VyLTMx"}, "field-marker-31"),
     ),
 )
 

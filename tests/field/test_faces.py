@@ -31,7 +31,7 @@ def test_at_least_twenty_distinct_servers_from_both_registries_languages_and_gen
     packages = {server.package.split(" (")[0] for server in FIELD_SERVERS}
     assert len(packages) >= 20, sorted(packages)
     assert {s.lang for s in FIELD_SERVERS} == {"node", "python"}
-    assert {s.transport for s in FIELD_SERVERS} == {"stdio", "http"}
+    assert {s.transport for s in FIELD_SERVERS} == {"stdio", "http", "openapi"}
     generations = {s.sdk.split(" (")[0] for s in FIELD_SERVERS}
     assert {"TS 1.x", "TS 2.x", "Py 1.x", "Py 2.x"} <= generations
 

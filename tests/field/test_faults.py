@@ -11,6 +11,7 @@ host restarts it; HTTP: the suite restarts it on the same port).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.server
 import os
@@ -30,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 from tests.field.faces import mcpmux_argv, result_text, write_config
 from tests.field.processes import FIELD_MARKER, Listener, start_listener
 from tests.field.servers import field_venv_bin, npm_entry
-from tests.peers.fixtures import everything_js, node22, peers_dir, stop_process_group
+from tests.peers.fixtures import everything_js, gunicorn, node22, peers_dir, stop_process_group
 
 pytestmark = [pytest.mark.field, pytest.mark.subprocess, pytest.mark.network, pytest.mark.timeout(300)]
 
@@ -353,3 +354,52 @@ def test_a_stalled_python_server_times_out_clearly_and_answers_again_once_resume
                 assert ok and "UTC" in text, f"the victim did not answer once resumed: {text}"
 
     _run(scenario)
+
+
+def _httpbin(port: int) -> list[str]:
+    return [str(gunicorn()), "--no-control-socket", "-b", f"127.0.0.1:{port}", "-k", "gthread", "httpbin:app"]
+
+
+def test_a_rest_service_that_dies_or_stalls_fails_calls_clearly_and_answers_once_back(tmp_path: Path) -> None:
+    """An OpenAPI source (httpbin, a REST service nobody here wrote) behind the host: killed, its calls
+    fail naming the source and saying it cannot connect; stalled, they time out; back on the same
+    port, it answers again without a restart of anything in mcpmux, and the bystander never stops."""
+    probe = ("victim__get_base64_value", {"value": base64.b64encode(FIELD_MARKER.encode()).decode()})
+    log = (tmp_path / "httpbin.log").open("w+b")
+    service = start_listener(_httpbin, dict(os.environ), log, path="")
+
+    async def scenario() -> None:
+        nonlocal service
+        victim = {"type": "openapi", "spec": f"{service.url}/spec.json", "base_url": service.url}
+        config = _config(tmp_path, victim, STALL_TIMEOUT_MS)
+        with anyio.fail_after(STEP_TIMEOUT_S * 3):
+            async with _host(config, tmp_path) as (session, host):
+                ok, text = await _call_until_answered(session, *probe)
+                assert ok and FIELD_MARKER in text, text
+                stop_process_group(service.process)
+                ok, text = await _call(session, *probe)
+                assert not ok, f"a stopped service answered: {text}"
+                _assert_clear(text, "cannot connect")
+                assert host.is_running(), "the host died with its upstream"
+                await _assert_bystander_answers(session)
+                service = await anyio.to_thread.run_sync(
+                    lambda: start_listener(_httpbin, dict(os.environ), log, "", service.port)
+                )
+                ok, text = await _call_until_answered(session, *probe)
+                assert ok and FIELD_MARKER in text, f"the service did not answer once back: {text}"
+                os.killpg(service.process.pid, signal.SIGSTOP)
+                try:
+                    ok, text = await _call(session, *probe)
+                    assert not ok, f"a stalled service answered: {text}"
+                    _assert_clear(text, "timed out", "timeout")
+                    await _assert_bystander_answers(session)
+                finally:
+                    os.killpg(service.process.pid, signal.SIGCONT)
+                ok, text = await _call_until_answered(session, *probe)
+                assert ok and FIELD_MARKER in text, f"the service did not answer once resumed: {text}"
+
+    try:
+        _run(scenario)
+    finally:
+        stop_process_group(service.process)
+        log.close()

@@ -18,12 +18,17 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
+from fastapi.testclient import TestClient
 from starlette.types import Receive, Scope, Send
 
-from mcpmux.config.models import OAuthConfig, Settings, StreamableHttpServerConfig
+from mcpmux.api.serve import build_api
+from mcpmux.config.models import Config, OAuthConfig, SecurityConfig, Settings, StreamableHttpServerConfig
 from mcpmux.connection import Connection
 from mcpmux.gateway.oauth_resource import PRM_PATH, ExternalTokens, OAuthResourceSettings
 from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
+from mcpmux.gateway.tokens import TokenStore
+from mcpmux.policy import StateStore
+from mcpmux.sources import SourceRegistry
 from tests.auth.world import OAuthWorld, oauth_world
 from tests.peers.fixtures import free_port, run_listening
 
@@ -71,6 +76,29 @@ async def test_an_access_token_for_the_gateway_admits_its_subject_with_its_scope
             answer = await http.post("/mcp", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 200
     assert answer.json() == {"client": "oauth:robot", "scopes": []}
+
+
+async def test_an_access_tokens_mcpmux_scopes_are_its_scopes_on_the_rest_api(world: OAuthWorld, tmp_path: Path) -> None:
+    external = ExternalTokens(OAuthResourceSettings(issuer=world.issuer, resource=world.mcp_url))
+    await external.load()
+    registry = SourceRegistry(f"sqlite:///{tmp_path / 'sources.db'}", key=b"k" * 32)
+    store = StateStore(tmp_path / "state.db")
+    security = HttpSecurity(allowed_hosts=[HOST], tokens=TokenStore(store), external=external)
+    app = build_api(Config(security=SecurityConfig(pinning="off")), registry, store=store, security=security)
+    reader = client_credentials_token(world, world.mcp_url, "mcpmux:read")
+    plain = client_credentials_token(world, world.mcp_url, "mcp:read")
+    execute = {"tool_id": "nowhere:tool", "arguments": {}}
+    try:
+        with TestClient(app, base_url=f"http://{HOST}") as http:
+            listed = http.get("/api/sources", headers={"Authorization": f"Bearer {reader}"})
+            not_allowed = http.post("/api/tools/execute", json=execute, headers={"Authorization": f"Bearer {reader}"})
+            no_api_scope = http.get("/api/sources", headers={"Authorization": f"Bearer {plain}"})
+    finally:
+        registry.close()
+        store.close()
+    assert listed.status_code == 200, listed.text
+    assert not_allowed.status_code == 403 and "mcpmux:execute" in not_allowed.json()["detail"]
+    assert no_api_scope.status_code == 403 and "mcpmux:read" in no_api_scope.json()["detail"]
 
 
 async def test_tokens_that_are_not_for_this_gateway_are_refused_with_a_pointer_to_the_metadata(

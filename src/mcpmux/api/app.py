@@ -31,7 +31,9 @@ from mcpmux.api.models import (
 from mcpmux.api.problems import ApiProblem, install
 from mcpmux.api.runtime import ApiRuntime
 from mcpmux.errors import MCPMuxError, NotFound
-from mcpmux.gateway.security import Gatekeeper
+from mcpmux.gateway.oauth_resource import API_SCOPE_PREFIX
+from mcpmux.gateway.security import CALLER, Gatekeeper
+from mcpmux.gateway.tokens import TokenInfo
 from mcpmux.sources.models import ExecutionMode, SourceSpec, SourceTool
 
 __all__ = ["API_PREFIX", "Caller", "create_app"]
@@ -79,11 +81,8 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
 
     def caller(request: Request) -> Caller:
         # The security middleware checked the token (and took the header off): it left who it was.
-        user = request.scope.get("user")
-        name = getattr(getattr(user, "access_token", None), "client_id", None)
-        tokens = gate.security.tokens
-        info = tokens.named(name) if tokens is not None and isinstance(name, str) else None
-        if info is not None:
+        info = request.scope.get(CALLER)
+        if isinstance(info, TokenInfo):
             return Caller(info.name, info.api_scopes)
         if gate.tokens_required():
             raise ApiProblem(401, "Unauthorized", "a valid bearer token is required (mcpmux token create NAME)")
@@ -92,7 +91,11 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
     def needs(scope: str) -> Callable[[Caller], Caller]:
         def check(who: Annotated[Caller, Depends(caller)]) -> Caller:
             if scope not in who.scopes:
-                detail = f"token {who.name!r} lacks the scope {scope!r} (mcpmux token create NAME --scope {scope})"
+                if who.name is not None and who.name.startswith("oauth:"):
+                    how = f"an access token with the scope {API_SCOPE_PREFIX}{scope}"
+                else:
+                    how = f"mcpmux token create NAME --scope {scope}"
+                detail = f"token {who.name!r} lacks the scope {scope!r} ({how})"
                 raise ApiProblem(403, "Forbidden", detail)
             return who
 
@@ -307,7 +310,31 @@ async def _check_openapi(spec: SourceSpec) -> None:
     assert isinstance(server, OpenAPIServerConfig)
     document = await load_spec(server.spec, verify_tls=server.verify_tls)
     operations_of(server, document)
-    target_of(server, document)
+    await _check_reachable(target_of(server, document).base_url)
+
+
+REACH_TIMEOUT_S = 10.0
+
+
+async def _check_reachable(base_url: str) -> None:
+    """The service behind ``base_url`` accepts a connection (any HTTP answer would do): a source
+    whose every call would fail is not registered. Nothing is sent."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    try:
+        with anyio.fail_after(REACH_TIMEOUT_S):
+            stream = await anyio.connect_tcp(host, port)
+    except TimeoutError:
+        why = f"no answer within {REACH_TIMEOUT_S:g} s"
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+    else:
+        await stream.aclose()
+        return
+    detail = f"the service's base URL {base_url} is unreachable ({why}); start it or correct base_url, then retry"
+    raise ApiProblem(422, "Unreachable", detail)
 
 
 def _writable(rt: ApiRuntime, key: str) -> None:
@@ -321,7 +348,7 @@ def _configured(rt: ApiRuntime, name: str) -> dict[str, Any]:
     return {
         "id": name, "name": name, "description": server.description or "",
         "source_type": "openapi" if server.type == "openapi" else "mcp", "url": getattr(server, "url", None),
-        "lifecycle_mode": "transient" if server.lazy else "singleton", "config": {"type": server.type},
+        "lifecycle_mode": server.lifecycle, "config": {"type": server.type},
         "variables": [], "environment": {}, "read_only": True, "origin": "config",
         "created_at": None, "updated_at": None, "synced_at": None,
         "state": str(status.state) if status else None,

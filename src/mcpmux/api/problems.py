@@ -30,11 +30,11 @@ from mcpmux.errors import (
     TransportError,
     UsageError,
 )
+from mcpmux.gateway.security import PROBLEM_MEDIA
 
 __all__ = ["PROBLEM_TYPE", "STATUS", "ApiProblem", "install", "problem_response"]
 
 PROBLEM_TYPE = "https://mcpmux.invalid/problems/"
-PROBLEM_MEDIA = "application/problem+json"
 
 STATUS: dict[type[BaseException], int] = {
     SourceExists: 409,

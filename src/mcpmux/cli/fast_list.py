@@ -64,7 +64,7 @@ def catalog_rows(path: Path | None = None) -> dict[str, CatalogRow]:
 
 
 def _is_lazy(server: ServerConfig, config: Config) -> bool:
-    return bool(server.lazy if server.lazy is not None else config.settings.lazy)
+    return server.starts_lazily(config.settings)
 
 
 def lazy_rows(config: Config, rows: dict[str, CatalogRow] | None = None) -> list[JSONObject] | None:

@@ -151,6 +151,8 @@ class Settings(_Frozen):
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=1024)
     lazy: bool = False
     max_concurrent_calls: int = Field(32, ge=1)
+    max_transient_servers: int = Field(8, ge=1)
+    """How many ``lifecycle: transient`` servers may run at once; a call to another waits for a slot."""
     max_queued_calls: int = Field(256, ge=0)
     health_interval_ms: int | None = Field(None, gt=0)
     env_passthrough: tuple[str, ...] = ()
@@ -206,6 +208,9 @@ class _ServerBase(_Frozen):
     retry_attempts: int | None = Field(None, ge=0)
     protocol: ProtocolChoice = "auto"
     lazy: bool | None = None
+    # ``transient``: started for a call (or a sync) and stopped as soon as no call is left; at most
+    # ``settings.max_transient_servers`` such servers run at once. ``singleton``: kept running.
+    lifecycle: Literal["singleton", "transient"] = "singleton"
     # Check call arguments against each tool's inputSchema before sending (``validate: false`` for
     # servers whose schemas lie). Named ``validate`` in files; the attribute avoids BaseModel.validate.
     validate_arguments: bool = Field(True, alias="validate")
@@ -264,6 +269,12 @@ class _ServerBase(_Frozen):
     def effective_connect_timeout_s(self, settings: Settings) -> float:
         """The connect-and-handshake timeout of this server in seconds."""
         return (self.connect_timeout_ms or settings.connect_timeout_ms) / 1000
+
+    def starts_lazily(self, settings: Settings) -> bool:
+        """Whether the server waits for its first call (``lazy``, or a ``transient`` lifecycle)."""
+        if self.lifecycle == "transient":
+            return True
+        return self.lazy if self.lazy is not None else settings.lazy
 
     @property
     def namespace(self) -> str:

@@ -5,8 +5,9 @@ beside them, JWT access tokens issued by an external authorization server: signa
 the issuer's JWKS, ``iss`` equal to the issuer, ``aud`` containing the gateway's resource URL, expiry
 and not-before with a small leeway. It publishes its protected resource metadata (RFC 9728) so that
 MCP clients discover where to log in, and maps claims to the caller identity of policy and audit:
-``sub`` names the caller (``oauth:<sub>``), the ``scope`` (or ``scp``) claim gives the scopes, and
-``mcpmux:approve`` among them lets the caller approve.
+``sub`` names the caller (``oauth:<sub>``), the ``scope`` (or ``scp``) claim gives the scopes:
+``mcpmux:approve`` among them lets the caller approve, and ``mcpmux:read``, ``mcpmux:execute`` and
+``mcpmux:admin`` are its scopes on the REST API (a token with none of them may not use ``/api``).
 
 Keys are fetched when the gateway starts (:meth:`ExternalTokens.load`) and again, at most once a
 minute, when a token names an unknown key (rotation, :meth:`ExternalTokens.refresh_for`); verifying
@@ -24,9 +25,12 @@ from typing import Any
 import httpx2
 import jwt
 
-from mcpmux.gateway.tokens import APPROVE_SCOPE, TokenInfo
+from mcpmux.gateway.tokens import API_SCOPES, APPROVE_SCOPE, TokenInfo
 
-__all__ = ["PRM_PATH", "ExternalTokens", "OAuthResourceSettings"]
+__all__ = ["API_SCOPE_PREFIX", "PRM_PATH", "ExternalTokens", "OAuthResourceSettings"]
+
+API_SCOPE_PREFIX = "mcpmux:"
+"""An access token's REST API scopes are its ``mcpmux:read``, ``mcpmux:execute`` and ``mcpmux:admin``."""
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +100,10 @@ class ExternalTokens:
             return None
         scopes = str(claims.get("scope") or " ".join(claims.get("scp") or [])).split()
         return TokenInfo(
-            name=f"oauth:{claims['sub']}", created_at=float(claims.get("iat", 0)), can_approve=APPROVE_SCOPE in scopes
+            name=f"oauth:{claims['sub']}",
+            created_at=float(claims.get("iat", 0)),
+            can_approve=APPROVE_SCOPE in scopes,
+            api_scopes=tuple(scope for scope in API_SCOPES if f"{API_SCOPE_PREFIX}{scope}" in scopes),
         )
 
     def claims(self, token: str) -> dict[str, Any] | None:

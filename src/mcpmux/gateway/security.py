@@ -10,6 +10,10 @@ refused request never reaches the SDK and never creates a session:
   downstream of here can forward it;
 - a body above the cap, declared or chunked: 413; a body not fully received in time: 408.
 
+A refusal under one of :attr:`HttpSecurity.problem_paths` (the REST API's ``/api``) is an RFC 9457
+problem document (``application/problem+json``, ``type`` ``about:blank``), the one error shape of
+that API; elsewhere it is the plain text MCP clients have always seen.
+
 Tokens are required when the rules say so (``--auth``, a bind off loopback) or as soon as any
 token exists, checked at each request: a token created or revoked while the gateway runs counts
 at once. The WebSocket face applies the same rules to its handshake (:meth:`Gatekeeper.admit`).
@@ -22,12 +26,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.datastructures import Headers
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpmux.gateway.oauth_resource import PRM_PATH, ExternalTokens
@@ -36,9 +41,11 @@ from mcpmux.gateway.tokens import TokenInfo, TokenStore
 
 __all__ = [
     "ANONYMOUS",
+    "CALLER",
     "DEFAULT_BODY_TIMEOUT_S",
     "DEFAULT_MAX_BODY_BYTES",
     "LOOPBACK_HOSTS",
+    "PROBLEM_MEDIA",
     "SUBPROTOCOL_TOKEN_PREFIX",
     "Admitted",
     "Gatekeeper",
@@ -53,11 +60,14 @@ DEFAULT_BODY_TIMEOUT_S = 10.0
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PUBLIC_PATHS = frozenset({"/healthz"})
+PROBLEM_MEDIA = "application/problem+json"
 # Browsers cannot set headers on a WebSocket handshake; they can offer subprotocols. The server
 # selects ``mcp``, so the token is never echoed back.
 SUBPROTOCOL_TOKEN_PREFIX = "mcpmux.bearer."
 # Set in the ASGI scope of a public path's request when tokens are required and none was given.
 ANONYMOUS = "mcpmux.anonymous"
+CALLER = "mcpmux.caller"
+"""The ASGI scope key under which an admitted request's :class:`~mcpmux.gateway.tokens.TokenInfo` is kept."""
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mcpmux"'}
 _LOWERED = (b"host", b"origin")
 
@@ -86,6 +96,7 @@ class HttpSecurity:
         require_token: require a token even while the store is empty (``--auth``, off loopback).
         max_body_bytes: the largest request body.
         body_timeout_s: how long a client may take to send its body.
+        problem_paths: path prefixes whose refusals are problem documents (JSON) instead of text.
     """
 
     allowed_hosts: Sequence[str] = field(default_factory=lambda: _with_and_without_port(LOOPBACK_NAMES))
@@ -97,6 +108,7 @@ class HttpSecurity:
     require_token: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    problem_paths: Sequence[str] = ("/api",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,31 +224,43 @@ class SecurityMiddleware:
             return
         scope["headers"] = _passed_on(scope["headers"])
         body = await self._read_body(headers, receive)
-        if isinstance(body, PlainTextResponse):
-            await body(scope, receive, send)
+        if isinstance(body, Refusal):
+            await self._refused(scope, body)(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
 
-    def _refusal(self, scope: Scope, headers: Headers) -> PlainTextResponse | None:
+    def _refused(self, scope: Scope, refusal: Refusal, headers: Mapping[str, str] | None = None) -> Response:
+        """The response for ``refusal``: a problem document under :attr:`HttpSecurity.problem_paths`."""
+        path: str = scope["path"]
+        if any(path == prefix or path.startswith(prefix.rstrip("/") + "/") for prefix in self.security.problem_paths):
+            problem = {
+                "type": "about:blank",
+                "title": HTTPStatus(refusal.status).phrase,
+                "status": refusal.status,
+                "detail": refusal.reason,
+            }
+            return JSONResponse(problem, status_code=refusal.status, headers=headers, media_type=PROBLEM_MEDIA)
+        return PlainTextResponse(refusal.reason, status_code=refusal.status, headers=headers)
+
+    def _refusal(self, scope: Scope, headers: Headers) -> Response | None:
         refusal = self.gate.check_address(headers.get("host", ""), headers.get("origin"))
         if refusal is not None:
-            return PlainTextResponse(refusal.reason, status_code=refusal.status)
+            return self._refused(scope, refusal)
         if self.gate.tokens_required():
             return self._authenticate(scope, headers)
         return None
 
-    def _authenticate(self, scope: Scope, headers: Headers) -> PlainTextResponse | None:
+    def _authenticate(self, scope: Scope, headers: Headers) -> Response | None:
         info = self.gate.identify(_bearer(headers.get("authorization", "")))
         if info is None:
             if scope["path"] in PUBLIC_PATHS:
                 scope[ANONYMOUS] = True
                 return None
-            return PlainTextResponse(
-                "A valid bearer token is required", status_code=401, headers=self._challenge(headers)
-            )
+            return self._refused(scope, Refusal(401, "A valid bearer token is required"), self._challenge(headers))
         # The SDK binds each Streamable HTTP session to the client_id of the user that opened it.
         access = AccessToken(token=f"sha256:{info.name}", client_id=info.name, scopes=info.scopes)
         scope["user"] = AuthenticatedUser(access)
+        scope[CALLER] = info  # who this is, whichever issued the token (the REST API reads its scopes)
         return None
 
     def _challenge(self, headers: Headers) -> dict[str, str]:
@@ -247,10 +271,10 @@ class SecurityMiddleware:
         scheme = "https" if external.settings.resource.startswith("https://") else "http"
         return {"WWW-Authenticate": external.challenge(f"{scheme}://{headers.get('host', '')}")}
 
-    async def _read_body(self, headers: Headers, receive: Receive) -> list[Message] | PlainTextResponse:
+    async def _read_body(self, headers: Headers, receive: Receive) -> list[Message] | Refusal:
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.security.max_body_bytes:
-            return PlainTextResponse("Request body too large", status_code=413)
+            return Refusal(413, "Request body too large")
         messages: list[Message] = []
         size = 0
         with anyio.move_on_after(self.security.body_timeout_s) as deadline:
@@ -261,11 +285,11 @@ class SecurityMiddleware:
                     return messages
                 size += len(message.get("body", b""))
                 if size > self.security.max_body_bytes:
-                    return PlainTextResponse("Request body too large", status_code=413)
+                    return Refusal(413, "Request body too large")
                 if not message.get("more_body", False):
                     return messages
         assert deadline.cancelled_caught
-        return PlainTextResponse("Request body not received in time", status_code=408)
+        return Refusal(408, "Request body not received in time")
 
 
 def _metadata_response(external: ExternalTokens) -> Response:

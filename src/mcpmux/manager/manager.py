@@ -103,6 +103,7 @@ class Manager:
         self._start = start if isinstance(start, bool) else frozenset(start)
         self._wait = wait
         self._connect_limiter = anyio.CapacityLimiter(connect_concurrency)
+        self._transient_limiter = anyio.CapacityLimiter(self.settings.max_transient_servers)
         self._factory = connection_factory
         self._supervisors: dict[str, Supervisor] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -161,6 +162,7 @@ class Manager:
             registry=self.registry,
             events=self.events,
             connect_limiter=self._connect_limiter,
+            transient_limiter=self._transient_limiter,
             on_lists=self._store_lists,
             factory=self._factory,
         )
@@ -176,8 +178,7 @@ class Manager:
             return False
         if isinstance(self._start, frozenset):
             return server.name in self._start
-        lazy = server.lazy if server.lazy is not None else self.settings.lazy
-        return not (lazy and cached)
+        return not (server.starts_lazily(self.settings) and cached)
 
     async def _wait_for(self, supervisors: Sequence[Supervisor]) -> None:
         """Wait until each of ``supervisors`` (just asked to start) has finished its first attempt."""

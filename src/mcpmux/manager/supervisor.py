@@ -77,12 +77,17 @@ class Supervisor:
         registry: Registry,
         events: EventHub,
         connect_limiter: anyio.CapacityLimiter,
+        transient_limiter: anyio.CapacityLimiter | None = None,
         on_lists: ListsStored | None = None,
         factory: ConnectionFactory | None = None,
     ) -> None:
         self.config, self.settings, self.name = config, settings, config.name
         self._callbacks, self._registry, self._events = callbacks, registry, events
         self._connect_limiter, self._on_lists = connect_limiter, on_lists
+        # A transient server holds one of these while it runs (see ``Settings.max_transient_servers``).
+        self._transient_limiter = transient_limiter if config.lifecycle == "transient" else None
+        self._parking = False
+        self._parked = anyio.Event()
         self._factory = factory or _default_factory
         self.state = ServerState.CONFIGURED if config.enabled else ServerState.DISABLED
         self.reason = "configured" if config.enabled else "disabled in the configuration"
@@ -145,6 +150,22 @@ class Supervisor:
             # A connect can take its whole connect timeout: a stop (Ctrl-C) must not wait for it.
             self._session_scope.cancel()
 
+    @property
+    def transient(self) -> bool:
+        """Whether the server runs only while calls need it (``lifecycle: transient``)."""
+        return self.config.lifecycle == "transient"
+
+    def park(self) -> None:
+        """Stop a transient server once no call holds or waits for it; the next call starts it again."""
+        if not self.transient or self._parking or self.connection is None or not self._idle():
+            return
+        self._parking, self._want = True, False
+        self._parked = anyio.Event()
+        self._interrupt.set()
+
+    def _idle(self) -> bool:
+        return self._calls.borrowed_tokens == 0 and self._waiting == 0
+
     def notify_list_changed(self, kind: str) -> None:
         """A ``list_changed`` notification arrived: re-list ``kind`` soon (bursts are coalesced)."""
         self._relist_kinds.add(kind)
@@ -152,8 +173,9 @@ class Supervisor:
 
     async def relist(self) -> None:
         """Connect if needed and list everything the server offers again."""
-        connection = await self.connection_for_call()
-        await self._refresh(connection, None)
+        async with self.call_slot():  # a transient server stays up for the listing, and stops after
+            connection = await self.connection_for_call()
+            await self._refresh(connection, None)
 
     @property
     def attempts(self) -> int:
@@ -183,7 +205,7 @@ class Supervisor:
         if self.state is ServerState.DISABLED:
             raise ServerUnavailable(self.name, "disabled in the configuration")
         connection = self.connection
-        if connection is not None and connection.is_connected:
+        if connection is not None and connection.is_connected and not self._parking:
             return connection  # the hot path: no deadline scope to set up
         limit = self.config.effective_connect_timeout_s(self.settings) + 1.0
         try:
@@ -198,6 +220,9 @@ class Supervisor:
 
     async def _await_connection(self) -> Connection:
         while True:
+            if self._parking:  # a transient server on its way down: start it again once it is down
+                await self._parked.wait()
+                continue
             connection = self.connection
             if connection is not None and connection.is_connected:
                 return connection
@@ -230,6 +255,7 @@ class Supervisor:
             yield
         finally:
             self._calls.release()
+            self.park()
 
     # -- the run loop -----------------------------------------------------------------------
 
@@ -243,10 +269,19 @@ class Supervisor:
                 continue
             connected_for: float | None = None
             with anyio.CancelScope() as self._session_scope:
-                connected_for = await self._session()
+                if self._transient_limiter is None:
+                    connected_for = await self._session()
+                else:
+                    async with self._transient_limiter:
+                        connected_for = await self._session()
             self._session_scope = None
             if self.is_stopping():
                 break
+            if self._parking:
+                self._parking, attempt = False, 0
+                self._set(ServerState.CONFIGURED, "stopped after its last call (lifecycle: transient)")
+                self._parked.set()
+                continue
             if self._restart:
                 self._restart, attempt = False, 0
                 if self._memory_restart:
@@ -260,6 +295,7 @@ class Supervisor:
                 await self._sleep_until_woken(backoff_delay(attempt))
         self._set(ServerState.CONFIGURED if self.config.enabled else ServerState.DISABLED, "stopped")
         self._ended = True
+        self._parked.set()
         self._signal_attempt()
 
     def _after_failure(self, attempt: int) -> int:
@@ -307,8 +343,9 @@ class Supervisor:
         self.breaker.record_success()
         self._set(ServerState.CONNECTED, f"{info.describe} (protocol {info.protocol_version})")
         self._signal_attempt()
+        self.park()  # a transient server started only to list (no call waits for it) stops again
         lost = await self._serve(connection)
-        if lost is not None and not self._stopping and not self._restart:
+        if lost is not None and not self._stopping and not self._restart and not self._parking:
             self._record_failure(lost)
         return time.monotonic() - started
 

@@ -108,7 +108,7 @@ def materialise(name: str, entry: dict[str, Any], values: dict[str, str], lifecy
     if missing:
         raise SourceError(name, f"variable(s) without a value: {', '.join(sorted(set(missing)))}")
     if lifecycle == "transient":
-        fields["lazy"] = True
+        fields["lifecycle"] = "transient"
     try:
         server = _SERVER.validate_python({**fields, "name": name})
     except ValidationError as exc:

@@ -6,7 +6,9 @@ scheme and host always come from the source's base URL, redirects are never foll
 answer), and the caller cannot set the source's credentials or the framing headers. Where the base
 URL came from the document rather than the user, every request first checks that its host resolves
 only to public addresses (no loopback, private, link-local or metadata address: server-side
-request forgery). The answer is read up to a size cap; a non-2xx status is a tool error with the
+request forgery), and then connects to the address it checked (the ``Host`` header and TLS server
+name stay the host's), so a name that answers differently the second time (DNS rebinding) cannot
+steer the connection somewhere private. The answer is read up to a size cap; a non-2xx status is a tool error with the
 status and an excerpt of the body.
 """
 
@@ -79,17 +81,22 @@ class OpenAPIExecutor:
         url = base.rstrip("/") + "/" + _fill_path(operation.path, operation.params, arguments).lstrip("/")
         shown = f"{operation.method.upper()} {url}"
         trusted = target.explicit or target.allow_private or origin_of(base) == target.trusted_origin
+        address: str | None = None
         if not trusted:
-            refusal = await _refuse_private(url)
+            address, refusal = await _checked_address(url)
             if refusal is not None:
                 return _error(f"refused {shown}: {refusal}")
         try:
             request = self._request(operation, url, arguments)
+            if address is not None:
+                request = _pinned(request, address)
             return await self._send(request, shown)
         except httpx.TimeoutException as exc:
-            return _error(f"{shown} timed out ({type(exc).__name__})")
+            return _error(f"{self.server}: {shown} timed out ({type(exc).__name__}); is the service overloaded?")
+        except httpx.ConnectError as exc:
+            return _error(f"{self.server}: {shown} failed: cannot connect ({exc}); is the service running?")
         except httpx.HTTPError as exc:
-            return _error(f"{shown} failed: {type(exc).__name__}: {exc}")
+            return _error(f"{self.server}: {shown} failed: {type(exc).__name__}: {exc}")
         except (TypeError, ValueError) as exc:
             return _error(f"cannot build {shown}: {exc}")
 
@@ -272,19 +279,35 @@ def is_public_address(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-async def _refuse_private(url: str) -> str | None:
-    """Why ``url``'s host may not be reached from a document-chosen URL, or ``None``."""
+async def _checked_address(url: str) -> tuple[str | None, str | None]:
+    """``(address, None)``: the public address to connect to for ``url``'s host; or ``(None, why)``
+    when that host may not be reached from a document-chosen URL (it resolves to any non-public one)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        return f"cannot resolve {host!r}: {exc}"
-    private = sorted({str(info[4][0]) for info in infos if not is_public_address(str(info[4][0]))})
+        return None, f"cannot resolve {host!r}: {exc}"
+    addresses = [str(info[4][0]) for info in infos]
+    private = sorted({address for address in addresses if not is_public_address(address)})
     if private:
-        return (
+        return None, (
             f"the document's server {host!r} resolves to a non-public address ({', '.join(private)}); "
             "set base_url (or allow_private_network: true) to call it"
         )
-    return None
+    if not addresses:
+        return None, f"cannot resolve {host!r}: no address"
+    return addresses[0], None
+
+
+def _pinned(request: httpx.Request, address: str) -> httpx.Request:
+    """``request`` sent to ``address`` (the one that was checked) instead of its host's name, which
+    httpx would resolve again; the ``Host`` header and the TLS server name (SNI and certificate
+    check) stay the host's."""
+    host = request.url.host
+    if host == address.split("%", 1)[0]:
+        return request
+    request.url = request.url.copy_with(host=address.split("%", 1)[0])
+    request.extensions = {**request.extensions, "sni_hostname": host}
+    return request
