@@ -167,3 +167,5 @@ def test_a_newcomer_is_pinned_unapproved_with_its_reason(store: StateStore) -> N
     verdict = book.check(later[1], listing=lambda: later)
     assert not verdict.exposed and verdict.pin is not None and not verdict.pin.approved
     assert verdict.reason.startswith("new tool on an already pinned server")
+    diff = verdict.pin.diff()  # what a person approving it reads: the whole definition, as added
+    assert diff.startswith("# new tool on an already pinned server") and '+  "name": "exfiltrate"' in diff

@@ -43,6 +43,8 @@ from mcpmux.policy.store import LEGACY_IDENTITY, StateStore
 __all__ = ["Pin", "PinBook", "PinVerdict", "canonical_definition", "definition_hash", "server_identity"]
 
 PinningMode = Literal["off", "tofu", "strict"]
+NEWCOMER = "new tool on an already pinned server"
+"""The start of the reason a tool added to a pinned server is held back with."""
 _PINNED_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 
@@ -112,13 +114,22 @@ class Pin:
         """A unified diff from the pinned to the pending definition (empty if nothing is pending).
 
         Invisible characters show as ``<U+200B ZERO WIDTH SPACE>``; a rename's diff is against the
-        definition of the tool it replaced, and starts with the reason (``# renamed from X``).
+        definition of the tool it replaced, and starts with the reason (``# renamed from X``); a
+        tool added to a pinned server shows its whole definition as added.
         """
-        if self.pending_definition is None:
+        newcomer = not self.approved and NEWCOMER in (self.pending_reason or "")
+        if self.pending_definition is None and not newcomer:
             return ""
-        before = _shown(self.definition)
-        after = _shown(self.pending_definition)
-        lines = difflib.unified_diff(before, after, "pinned", "now", lineterm="", n=1)
+        if self.pending_definition is None:  # nothing was pinned under this name: all of it is new
+            before, after, labels, context = [], _shown(self.definition), ("nothing pinned", "now"), 0
+        else:
+            before, after, labels, context = (
+                _shown(self.definition),
+                _shown(self.pending_definition),
+                ("pinned", "now"),
+                1,
+            )
+        lines = difflib.unified_diff(before, after, *labels, lineterm="", n=context)
         head = [f"# {self.pending_reason}"] if self.pending_reason and _explained(self.pending_reason) else []
         return "\n".join([*head, *lines])
 
@@ -217,7 +228,7 @@ class PinBook:
         vanished = {p.tool: p.definition for p in known if p.tool not in listed and not _needs_approval(p)}
         match = rename_source(definition, vanished)
         if match is None:
-            return "new tool on an already pinned server: approve it to expose it", None
+            return f"{NEWCOMER}: approve it to expose it", None
         source = next(p for p in known if p.tool == match[0])
         alike = "definition otherwise identical" if match[1] == 1.0 else f"definition {match[1]:.0%} alike"
         return f"renamed from {match[0]} ({alike})", source
@@ -365,7 +376,7 @@ def _shown(definition: JSONObject) -> list[str]:
 
 
 def _explained(reason: str) -> bool:
-    return reason.startswith(("renamed from", "changed only"))
+    return reason.startswith(("renamed from", "changed only")) or NEWCOMER in reason
 
 
 def _needs_approval(pin: Pin) -> bool:
