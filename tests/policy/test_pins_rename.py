@@ -189,7 +189,7 @@ def _mcpmux(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.subprocess
-def test_the_cli_shows_a_rename_and_an_invisible_change_in_pins_and_approve(tmp_path: Path) -> None:
+def test_the_cli_shows_a_rename_in_pins_and_approve(tmp_path: Path) -> None:
     _write_config(tmp_path, "base")
     assert _mcpmux(tmp_path, "tools", "ch", "--json").returncode == 0
     _write_config(tmp_path, "renamed")
@@ -204,8 +204,12 @@ def test_the_cli_shows_a_rename_and_an_invisible_change_in_pins_and_approve(tmp_
     assert "# renamed from read_notes" in approved.stdout and '+  "name": "fetch_notes"' in approved.stdout
     assert _mcpmux(tmp_path, "call", "ch:fetch_notes", '{"path": "a"}').stdout.strip() == "fetched notes of a"
 
+
+@pytest.mark.subprocess
+def test_the_cli_shows_the_code_points_of_an_invisible_change(tmp_path: Path) -> None:
+    _write_config(tmp_path, "base")
+    assert _mcpmux(tmp_path, "tools", "ch", "--json").returncode == 0
     _write_config(tmp_path, "invisible")
-    _mcpmux(tmp_path, "tools", "ch", "--json")
     refused = _mcpmux(tmp_path, "call", "ch:read_notes", '{"path": "a"}')
     assert refused.returncode == 1 and "<U+200B ZERO WIDTH SPACE>" in refused.stderr
     shown = _mcpmux(tmp_path, "approve", "ch:read_notes", "--yes").stdout

@@ -119,6 +119,9 @@ class AgentTools:
         return guard.scoped(dataclasses.replace(guard.scope, excluded=(*guard.scope.excluded, own)))
 
     async def _run(self, agent: AgentConfig, task: str, ctx: Context) -> str:
+        # A stdio gateway answers before its upstreams connect: the agent waits for its servers'
+        # first attempts (bounded by the host), or it would start with no tools at all.
+        await self.host.wait_started()
         guard = self.guard(agent)
         configured = self._provider(self.host.config, agent)
         try:
