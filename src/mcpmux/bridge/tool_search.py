@@ -12,6 +12,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
+from typing import Generic, Protocol, TypeVar
 
 from mcpmux.bridge.results import ModelResult
 from mcpmux.bridge.tools import BridgeTool
@@ -21,6 +22,7 @@ __all__ = [
     "DEFAULT_SEARCH_LIMIT",
     "DEFAULT_TOOL_THRESHOLD",
     "SEARCH_TOOL_NAME",
+    "Searchable",
     "ToolIndex",
     "ToolSelection",
     "estimate_tokens",
@@ -53,15 +55,31 @@ SEARCH_TOOL_DEFINITION: JSONObject = {
 }
 
 
+class Searchable(Protocol):
+    """What the index reads of a tool (a :class:`BridgeTool`, or a gateway's listed tool)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def canonical(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> JSONObject: ...
+
+
+_T = TypeVar("_T", bound=Searchable)
+
+
 def estimate_tokens(definitions: Iterable[JSONObject]) -> int:
     """Tokens of tool definitions, estimated as their JSON length / 4."""
     return sum(len(json.dumps(d, ensure_ascii=False)) for d in definitions) // CHARS_PER_TOKEN
 
 
-class ToolIndex:
+class ToolIndex(Generic[_T]):
     """BM25 search over tools, in an in-memory SQLite FTS5 table."""
 
-    def __init__(self, tools: Sequence[BridgeTool]) -> None:
+    def __init__(self, tools: Sequence[_T]) -> None:
         self._tools = list(tools)
         self._db = sqlite3.connect(":memory:")
         self._db.execute("CREATE VIRTUAL TABLE tools USING fts5(name, canonical, description, parameters)")
@@ -70,7 +88,7 @@ class ToolIndex:
             [(i, t.name, t.canonical, t.description, " ".join(_parameter_names(t))) for i, t in enumerate(tools)],
         )
 
-    def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[BridgeTool]:
+    def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[_T]:
         """The best ``limit`` tools for ``query``, best first (any word may match)."""
         words = _WORD.findall(query.lower())
         if not words:
@@ -88,7 +106,7 @@ class ToolIndex:
         self._db.close()
 
 
-def _parameter_names(tool: BridgeTool) -> list[str]:
+def _parameter_names(tool: Searchable) -> list[str]:
     properties = tool.parameters.get("properties")
     return list(properties) if isinstance(properties, dict) else []
 
@@ -105,7 +123,7 @@ class ToolSelection:
         self.threshold, self.always_load = threshold, tuple(always_load)
         self.selected: set[str] = set()
         self._tools: list[BridgeTool] = []
-        self._index: ToolIndex | None = None
+        self._index: ToolIndex[BridgeTool] | None = None
 
     def update(self, tools: Sequence[BridgeTool]) -> None:
         """Take the current tool set (the index is rebuilt when it changed)."""

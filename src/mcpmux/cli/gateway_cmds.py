@@ -59,6 +59,7 @@ def _address(option: str, value: str) -> tuple[str, int]:
 @click.option("--oauth-resource", metavar="URL", help="With --oauth-issuer: this gateway's URL (the token audience).")
 @click.option("--agent", "agents", multiple=True, metavar="NAME",
               help="Serve only this configured agent, as the tool ask_NAME (repeatable; no REST API).")  # fmt: skip
+@click.option("--toolset", metavar="NAME", help="Serve only this toolset of the config (`toolsets:`) on every face.")
 def serve_cmd(
     stdio: bool,
     http_addr: str | None,
@@ -79,8 +80,12 @@ def serve_cmd(
     oauth_issuer: str | None = None,
     oauth_resource: str | None = None,
     agents: tuple[str, ...] = (),
+    toolset: str | None = None,
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
+
+    With --http each toolset of the config is also served at /mcp/NAME (and /sse/NAME with --sse);
+    --toolset NAME serves only that toolset, on every face.
 
     With --http the REST API is served beside /mcp at /api (its document at /api/openapi.json),
     under the same rules and tokens, unless --no-api.
@@ -98,6 +103,7 @@ def serve_cmd(
     from mcpmux.gateway.security import HttpSecurity
     from mcpmux.gateway.tokens import TokenStore
     from mcpmux.policy import StateStore
+    from mcpmux.policy.toolsets import toolset_named
 
     if (sse or json_response) and http_addr is None:
         raise click.UsageError("--sse and --json-response need --http")
@@ -138,7 +144,10 @@ def serve_cmd(
         separator=separator,
         drain_timeout_s=drain_timeout,
         agents=agents,
+        toolset=toolset,
     )
+    if toolset is not None:
+        toolset_named(config, toolset)  # an unknown name is a usage error before anything starts
     quiet_sdk_tracing()
 
     async def main() -> None:
@@ -206,17 +215,35 @@ def token() -> None:
     type=click.Choice(["read", "execute", "admin"]),
     help="What it may do on the REST API (repeatable; default: read and execute).",
 )
+@click.option(
+    "--toolset",
+    "toolsets",
+    multiple=True,
+    metavar="NAME",
+    help="Bind it to this toolset (repeatable): it is accepted only at /mcp/NAME of its toolsets.",
+)
 @json_option
-def token_create(name: str, can_approve: bool, scopes: tuple[str, ...]) -> None:
+def token_create(name: str, can_approve: bool, scopes: tuple[str, ...], toolsets: tuple[str, ...] = ()) -> None:
     """Create a token called NAME and print it (it is shown only this once)."""
     from mcpmux.gateway.tokens import DEFAULT_API_SCOPES, TokenStore
     from mcpmux.policy import StateStore
+    from mcpmux.policy.toolsets import toolset_named
 
+    if toolsets:
+        config = load_config(state().config_path)
+        for toolset in toolsets:
+            toolset_named(config, toolset)  # a typo would make a token that sees nothing
     chosen = scopes or DEFAULT_API_SCOPES
     with StateStore() as store:
-        secret = TokenStore(store).create(name, can_approve=can_approve, scopes=chosen)
+        secret = TokenStore(store).create(name, can_approve=can_approve, scopes=chosen, toolsets=toolsets)
     emit(
-        {"name": name, "token": secret, "can_approve": can_approve, "scopes": sorted(chosen)},
+        {
+            "name": name,
+            "token": secret,
+            "can_approve": can_approve,
+            "scopes": sorted(chosen),
+            "toolsets": sorted(set(toolsets)),
+        },
         lambda: click.echo(secret),
     )
     click.echo(
@@ -236,11 +263,19 @@ def token_list() -> None:
     with StateStore() as store:
         tokens = TokenStore(store).list()
     rows = [
-        {"name": t.name, "created_at": datetime.fromtimestamp(t.created_at).isoformat(), "can_approve": t.can_approve}
+        {
+            "name": t.name,
+            "created_at": datetime.fromtimestamp(t.created_at).isoformat(),
+            "can_approve": t.can_approve,
+            "toolsets": list(t.toolsets),
+        }
         for t in tokens
     ]
-    listed = [(r["name"], r["created_at"], "yes" if r["can_approve"] else "no") for r in rows]
-    emit(rows, lambda: table(["name", "created", "can approve"], listed))
+    listed = [
+        (t.name, r["created_at"], "yes" if t.can_approve else "no", ", ".join(t.toolsets) or "all")
+        for t, r in zip(tokens, rows, strict=True)
+    ]
+    emit(rows, lambda: table(["name", "created", "can approve", "toolsets"], listed))
 
 
 @token.command("revoke")

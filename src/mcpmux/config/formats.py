@@ -62,12 +62,11 @@ def normalise_document(tree: Any, source: str, path: Path | None = None) -> Docu
 def _ours(tree: JSONObject, source: str) -> Document:
     doc = Document(source, "mcpmux", tree)
     for key in tree:
-        if key not in ("mcp", "llm", "agents"):
+        if key not in ("mcp", "llm", "toolsets", "discovery", "agents"):
             doc.warn((key,), "unknown top-level key, ignored")
-    if "llm" in tree:
-        doc.sections["llm"] = (("llm",), tree["llm"])
-    if "agents" in tree:
-        doc.sections["agents"] = (("agents",), tree["agents"])
+    for section in ("llm", "toolsets", "discovery", "agents"):
+        if section in tree:
+            doc.sections[section] = ((section,), tree[section])
     mcp = tree["mcp"]
     if mcp is None:
         return doc

@@ -25,6 +25,7 @@ from mcpmux.config.models import (
     AgentsSection,
     BuiltinServerConfig,
     Config,
+    DiscoveryConfig,
     LLMConfig,
     OpenAPIServerConfig,
     SecurityConfig,
@@ -34,6 +35,8 @@ from mcpmux.config.models import (
     StdioServerConfig,
     StreamableHttpServerConfig,
     TcpServerConfig,
+    ToolsetConfig,
+    ToolsetsSection,
     WebSocketServerConfig,
 )
 from mcpmux.config.parse import PathPart, format_path, line_of, read_data
@@ -64,6 +67,8 @@ _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "settings": Settings,
     "security": SecurityConfig,
     "llm": LLMConfig,
+    "toolsets": ToolsetsSection,
+    "discovery": DiscoveryConfig,
     "agents": AgentsSection,
 }
 _MIN_SECRET_LEN = 4
@@ -154,7 +159,7 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
     problems: list[ConfigProblem] = []
     warnings: list[ConfigProblem] = []
     servers: dict[str, ServerConfig] = {}
-    sections: dict[str, JSONObject] = {"settings": {}, "security": {}, "llm": {}, "agents": {}}
+    sections: dict[str, JSONObject] = {key: {} for key in _SECTION_MODELS}
     secrets: set[str] = set()
     for doc in documents:
         problems.extend(doc.problems)
@@ -188,6 +193,8 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
         settings=Settings.model_validate(sections["settings"]),
         security=SecurityConfig.model_validate(sections["security"]),
         llm=LLMConfig.model_validate(sections["llm"]),
+        toolsets={name: ToolsetConfig.model_validate(t) for name, t in sections["toolsets"].items()},
+        discovery=DiscoveryConfig.model_validate(sections["discovery"]),
         agents=sections["agents"],
         sources=tuple(d.source for d in documents),
         secret_values=frozenset(s for s in secrets if len(s) >= _MIN_SECRET_LEN),

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_MS",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_TIMEOUT_MS",
+    "TOOLSET_NAME_PATTERN",
     "AgentConfig",
     "AgentsSection",
     "ApprovalRule",
@@ -42,6 +43,7 @@ __all__ = [
     "CacheConfig",
     "Config",
     "DeclaredResource",
+    "DiscoveryConfig",
     "GatewayApprovers",
     "LLMConfig",
     "NetworkServerConfig",
@@ -58,6 +60,8 @@ __all__ = [
     "StdioServerConfig",
     "StreamableHttpServerConfig",
     "TcpServerConfig",
+    "ToolsetConfig",
+    "ToolsetsSection",
     "WebSocketServerConfig",
     "declared_for",
 ]
@@ -537,6 +541,76 @@ class LLMConfig(_Frozen):
     max_tokens: int | None = Field(None, gt=0)
 
 
+# -- toolsets and discovery (``toolsets:`` and ``discovery:`` beside ``mcp:``) -----------------------
+
+TOOLSET_NAME_PATTERN = r"[a-z0-9][a-z0-9_-]{0,31}"
+DEFAULT_DISCOVERY_LIMIT = 8
+DEFAULT_LIST_TTL_MS = 60_000
+_DISCOVERY_MODE = re.compile(r"all|search|auto:(?P<n>[0-9]{1,6})")
+
+
+def _discovery_shorthand(value: object) -> object:
+    """``discovery: search`` is ``discovery: {mode: search}``."""
+    return {"mode": value} if isinstance(value, str) else value
+
+
+class DiscoveryConfig(_Frozen):
+    """How the gateway lists tools: every tool (``all``), or ``search_tools`` and ``call_tool`` instead.
+
+    ``search``: clients see ``search_tools`` (BM25 over names, descriptions and parameter names,
+    answering with full definitions) and ``call_tool`` (calls any tool the caller may see), plus the
+    tools matching ``always_load`` (globs over canonical names). ``auto:N``: ``search`` once a
+    caller would see more than N tools, else ``all``. ``list_ttl_ms``: the ``ttlMs`` a list gets
+    from upstreams that give no hint of their own (they announce changes with ``list_changed``).
+    """
+
+    mode: str = "all"
+    always_load: tuple[str, ...] = ()
+    limit: int = Field(DEFAULT_DISCOVERY_LIMIT, ge=1, le=100)
+    list_ttl_ms: int = Field(DEFAULT_LIST_TTL_MS, ge=0)
+
+    _shorthand = model_validator(mode="before")(_discovery_shorthand)
+    _one_item = field_validator("always_load", mode="before")(_one_item_list)
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        if not _DISCOVERY_MODE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a discovery mode (expected all, search or auto:N)")
+        return value
+
+    def searching(self, visible: int) -> bool:
+        """Whether a caller who may see ``visible`` tools gets the search tools instead of the list."""
+        if self.mode == "search":
+            return True
+        match = _DISCOVERY_MODE.fullmatch(self.mode)
+        threshold = match.group("n") if match is not None else None
+        return threshold is not None and visible > int(threshold)
+
+
+class ToolsetConfig(_Frozen):
+    """One toolset: the tools, resources and prompts a client of ``/mcp/NAME`` (or a token bound to it) sees.
+
+    Patterns are globs (case-sensitive) over canonical names (``filesystem:read_*``); resources
+    are matched as ``SERVER:URI`` (``docs:file:///srv/*``). A list left out exposes nothing of
+    its kind. ``discovery`` overrides the global ``discovery:`` for this toolset.
+    """
+
+    description: str | None = None
+    tools: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ()
+    discovery: DiscoveryConfig | None = None
+
+    _one_item = field_validator("tools", "resources", "prompts", mode="before")(_one_item_list)
+
+
+class ToolsetsSection(RootModel[dict[Annotated[str, Field(pattern=f"^{TOOLSET_NAME_PATTERN}$")], ToolsetConfig]]):
+    """The ``toolsets:`` mapping as one section (merged by toolset name across files)."""
+
+    model_config = ConfigDict(frozen=True)
+
+
 # -- agents (issue 22): a model, instructions and the tools each may use ------------------------
 
 
@@ -600,6 +674,8 @@ class Config(_Frozen):
     settings: Settings = Settings()
     security: SecurityConfig = SecurityConfig()
     llm: LLMConfig = LLMConfig()
+    toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
+    discovery: DiscoveryConfig = DiscoveryConfig()
     agents: tuple[AgentConfig, ...] = ()  # given as a mapping of name to entry
     sources: tuple[str, ...] = ()
     secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)

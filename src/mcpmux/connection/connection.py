@@ -29,6 +29,7 @@ from mcpmux.connection._dispatch import WatchedDispatcher
 from mcpmux.connection._era import is_modern, negotiate
 from mcpmux.connection._errormap import FOREIGN_ERRORS
 from mcpmux.connection._evidence import Evidence
+from mcpmux.connection._listen import FIRST_LISTEN_TIMEOUT_S, Listener
 from mcpmux.connection._routing import build_hooks
 from mcpmux.connection._streams import StreamWatch
 from mcpmux.connection.callbacks import ClientCallbacks
@@ -88,6 +89,8 @@ class Connection:
         """Optional methods the server answered with -32601 (method not found): not asked again."""
         self.list_ttl_ms: dict[str, int] = {}
         """The ``ttlMs`` cache hint of the last listing per method (2026-07-28 era; smallest page's)."""
+        self.list_private: set[str] = set()
+        """The methods whose last listing said ``cacheScope: private`` on any page (2026-07-28 era)."""
         self.server = server
         self.settings = settings
         self.callbacks = callbacks or ClientCallbacks()
@@ -97,6 +100,8 @@ class Connection:
         self._closing = anyio.Event()
         self._dispatcher: WatchedDispatcher | None = None
         self._info: ConnectionInfo | None = None
+        self._listener: Listener | None = None
+        """The stateless era's ``subscriptions/listen`` stream (list changes, resource updates)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -168,12 +173,36 @@ class Connection:
                     opening.deadline = math.inf
                     if failure is None:
                         self._session = session
-                        task_status.started(self._describe(session, streams, opened - started, opened))
-                        await self._closing.wait()
+                        await self._live(session, lambda: task_status.started(
+                            self._describe(session, streams, opened - started, opened)
+                        ))  # fmt: skip
         if failure is not None:
             raise failure
         if opening.cancelled_caught:
             raise MCPTimeoutError(self.name, "connect", limit)
+
+    async def _live(self, session: ClientSession, started: Callable[[], None]) -> None:
+        """Serve the session until closed; a stateless-era one listens for changes meanwhile.
+
+        ``started`` reports the connection ready: for a stateless-era one, once its first
+        ``subscriptions/listen`` stream is open (bounded), so no change after connect is missed.
+        """
+        if not is_modern(session.protocol_version):
+            started()
+            await self._closing.wait()
+            return
+        self._listener = Listener(self.name, session)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._listener.run)
+            with anyio.move_on_after(FIRST_LISTEN_TIMEOUT_S) as waited:
+                await self._listener.first_opened()
+            if waited.cancelled_caught:
+                logger.warning(
+                    "server %r: no subscriptions/listen acknowledgment in %g s", self.name, FIRST_LISTEN_TIMEOUT_S
+                )
+            started()
+            await self._closing.wait()
+            tg.cancel_scope.cancel()
 
     async def _handshake(self, session: ClientSession, deadline: float, limit: float) -> Exception | None:
         """Negotiate by ``deadline``; return the error that prevented it, if any."""
@@ -346,14 +375,17 @@ class Connection:
             cursor: str | None = None
             seen: set[str] = set()
             ttls: list[int] = []
+            private = False
             for _ in range(MAX_PAGES):
                 page = await fetch(session, None if cursor is None else types.PaginatedRequestParams(cursor=cursor))
                 collected.extend(items(page))
                 ttls.append(getattr(page, "ttl_ms", 0))
+                private = private or getattr(page, "cache_scope", "private") == "private"
                 cursor = page.next_cursor
                 if cursor is None:
                     if is_modern(session.protocol_version):
                         self.list_ttl_ms[method] = min(ttls)
+                        (self.list_private.add if private else self.list_private.discard)(method)
                     return collected
                 if cursor in seen:
                     raise ProtocolError(self.name, f"{method} repeated the cursor {cursor!r}")
@@ -492,12 +524,27 @@ class Connection:
         )
 
     async def subscribe_resource(self, uri: str, *, timeout: float | None = None) -> None:
-        """Ask for ``notifications/resources/updated`` about ``uri`` (2025 era)."""
+        """Ask for ``notifications/resources/updated`` about ``uri``.
+
+        The 2026-07-28 era has no ``resources/subscribe``: ``uri`` joins the connection's
+        ``subscriptions/listen`` filter instead, and its updates reach the same callback.
+
+        Raises:
+            ProtocolError: a stateless-era server that offers no subscriptions, or refused them.
+        """
+        listener = self._listener
+        if listener is not None and is_modern(self.protocol_version):
+            await self.call("subscriptions/listen", timeout, lambda s: listener.subscribe(uri))
+            return
         request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
         await self.call("resources/subscribe", timeout, lambda s: s.send_request(request, types.EmptyResult))
 
     async def unsubscribe_resource(self, uri: str, *, timeout: float | None = None) -> None:
-        """Stop ``notifications/resources/updated`` about ``uri`` (2025 era)."""
+        """Stop ``notifications/resources/updated`` about ``uri`` (a stateless-era one: drop it from the filter)."""
+        listener = self._listener
+        if listener is not None and is_modern(self.protocol_version):
+            await self.call("subscriptions/listen", timeout, lambda s: listener.unsubscribe(uri))
+            return
         request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
         await self.call("resources/unsubscribe", timeout, lambda s: s.send_request(request, types.EmptyResult))
 

@@ -8,6 +8,7 @@ fed by a :class:`~mcp.server.subscriptions.InMemorySubscriptionBus`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
@@ -49,6 +50,7 @@ class Downstream:
         self.relay = Relay()
         self._sessions: OrderedDict[int, ServerSession] = OrderedDict()
         self._subscribers: dict[str, set[int]] = {}
+        self._listen_keys = itertools.count(1)
         self.downstream_uri: Callable[[str, str], str] = lambda server, uri: uri
         """Maps ``(server, upstream URI)`` to the URI clients know (the gateway sets it)."""
         self.unwatched: Callable[[str, str], None] | None = None
@@ -65,22 +67,34 @@ class Downstream:
 
     def subscribe(self, session: ServerSession, uri: str) -> bool:
         """Note that ``session`` wants updates of ``uri`` (a downstream URI); return whether it is the first."""
-        subscribers = self._subscribers.setdefault(uri, set())
-        first = not subscribers
-        subscribers.add(_key(session))
         self._sessions.setdefault(_key(session), session)
-        return first
+        return self.watch(_key(session), uri)
 
     def unsubscribe(self, session: ServerSession, uri: str) -> bool:
         """Drop ``session``'s subscription to ``uri``; return whether nobody is subscribed any more."""
+        return self.unwatch(_key(session), uri)
+
+    def watch(self, key: int, uri: str) -> bool:
+        """Count ``key`` (a client, or a :meth:`listen_key`) as subscribed to ``uri``; return whether it is first."""
+        subscribers = self._subscribers.setdefault(uri, set())
+        first = not subscribers
+        subscribers.add(key)
+        return first
+
+    def unwatch(self, key: int, uri: str) -> bool:
+        """Drop ``key``'s subscription to ``uri``; return whether nobody is subscribed any more."""
         subscribers = self._subscribers.get(uri)
-        if subscribers is None or _key(session) not in subscribers:
+        if subscribers is None or key not in subscribers:
             return False
-        subscribers.discard(_key(session))
+        subscribers.discard(key)
         if subscribers:
             return False
         del self._subscribers[uri]
         return True
+
+    def listen_key(self) -> int:
+        """A key for one stateless-era ``subscriptions/listen`` stream (never a client connection's)."""
+        return -next(self._listen_keys)
 
     def subscribed(self, uri: str) -> bool:
         """Whether any remembered client is subscribed to ``uri``."""

@@ -1,5 +1,8 @@
 """The gateway over HTTP: Streamable HTTP at ``/mcp``, legacy SSE at ``/sse``, ``/healthz``, ``/metrics``.
 
+Each configured toolset is served beside it at ``/mcp/NAME`` (and ``/sse/NAME`` with SSE), by a
+gateway of its own; an unknown toolset is a 404 naming the known ones.
+
 The SDK's session manager serves both eras at ``/mcp`` (a 2025-11-25 client opens a session with
 ``initialize``; a 2026-07-28 client sends self-contained requests). Everything sits behind
 :class:`~mcpmux.gateway.security.SecurityMiddleware`, and uvicorn runs with the header deadline
@@ -13,7 +16,7 @@ import contextlib
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,53 +86,78 @@ def _new_transport(sessions: StreamableHTTPSessionManager) -> StreamableHTTPServ
     )
 
 
-def build_app(gateway: Gateway, options: HttpOptions) -> ASGIApp:
-    """The gateway's ASGI application (lifespan included)."""
+def build_app(gateway: Gateway, options: HttpOptions, toolsets: Mapping[str, Gateway] | None = None) -> ASGIApp:
+    """The gateway's ASGI application (lifespan included); ``toolsets`` are served at ``/mcp/NAME``."""
     # Host and Origin are checked by our middleware; the SDK repeats the check as a second line.
     transport_security = TransportSecuritySettings(
         allowed_hosts=list(options.security.allowed_hosts), allowed_origins=list(options.security.allowed_origins)
     )
-    sessions = SessionManager(
-        gateway.server,
-        new_transport=_new_transport,
-        security_settings=transport_security,
-        max_request_body_size=options.security.max_body_bytes,
-        json_response=options.json_response,
-    )
+
+    def session_manager(served: Gateway) -> SessionManager:
+        return SessionManager(
+            served.server,
+            new_transport=_new_transport,
+            security_settings=transport_security,
+            max_request_body_size=options.security.max_body_bytes,
+            json_response=options.json_response,
+        )
+
+    sessions = session_manager(gateway)
+    toolset_sessions = {name: session_manager(served) for name, served in (toolsets or {}).items()}
     mcp_app = StreamableHTTPASGIApp(sessions)
+    toolset_apps: dict[str, ASGIApp] = {name: StreamableHTTPASGIApp(m) for name, m in toolset_sessions.items()}
     routes: list[Route | Mount] = [
         Route("/mcp", endpoint=mcp_app),
         Route("/healthz", endpoint=_healthz(gateway)),
         Route("/metrics", endpoint=_metrics(gateway)),
     ]
     if options.sse:
-        routes += _sse_routes(gateway, transport_security, options.security.max_body_bytes)
+        max_body = options.security.max_body_bytes
+        routes += _sse_routes(gateway, transport_security, max_body)
+        for name, served in (toolsets or {}).items():
+            routes += _sse_routes(served, transport_security, max_body, f"/{name}")
     if options.extra is not None:
         routes.append(Mount("/", app=options.extra))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with sessions.run():
+        async with contextlib.AsyncExitStack() as stack:
+            for manager in (sessions, *toolset_sessions.values()):
+                await stack.enter_async_context(manager.run())
             yield
 
-    return SecurityMiddleware(_Shortcut("/mcp", mcp_app, Starlette(routes=routes, lifespan=lifespan)), options.security)
+    rest = Starlette(routes=routes, lifespan=lifespan)
+    return SecurityMiddleware(_Shortcut("/mcp", mcp_app, rest, toolset_apps), options.security)
 
 
 class _Shortcut:
-    """Requests for ``path`` straight to ``app``, everything else (lifespan included) to ``rest``.
+    """Requests for ``path`` straight to ``app``, ``path/NAME`` to toolset ``NAME``'s app, everything else
+    (lifespan included) to ``rest``.
 
     ``/mcp`` carries every call; Starlette's router and its two exception middlewares are three
     more layers per call there and add nothing (the SDK answers its own errors).
     """
 
-    def __init__(self, path: str, app: ASGIApp, rest: ASGIApp) -> None:
+    def __init__(self, path: str, app: ASGIApp, rest: ASGIApp, toolsets: Mapping[str, ASGIApp] | None = None) -> None:
         self.path, self.app, self.rest = path, app, rest
+        self.prefix, self.toolsets = path + "/", dict(toolsets or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == self.path:
+        if scope["type"] != "http":
+            await self.rest(scope, receive, send)
+        elif scope["path"] == self.path:
             await self.app(scope, receive, send)
+        elif scope["path"].startswith(self.prefix):
+            await self._toolset(scope["path"].removeprefix(self.prefix).rstrip("/"))(scope, receive, send)
         else:
             await self.rest(scope, receive, send)
+
+    def _toolset(self, name: str) -> ASGIApp:
+        app = self.toolsets.get(name)
+        if app is not None:
+            return app
+        known = ", ".join(f"{self.prefix}{n}" for n in sorted(self.toolsets)) or "none (no toolsets are configured)"
+        return PlainTextResponse(f"No toolset {name!r} here; toolsets served: {known}", status_code=404)
 
 
 def _healthz(gateway: Gateway) -> Any:
@@ -153,10 +181,14 @@ def _metrics(gateway: Gateway) -> Any:
     return metrics
 
 
-def _sse_routes(gateway: Gateway, security: TransportSecuritySettings, max_body: int) -> list[Route | Mount]:
-    sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=max_body)
+def _sse_routes(
+    gateway: Gateway, security: TransportSecuritySettings, max_body: int, suffix: str = ""
+) -> list[Route | Mount]:
+    """``GET /sse`` and ``/messages/``; for a toolset (``suffix`` ``/NAME``): ``/sse/NAME``, ``/sse/NAME/messages/``."""
+    messages = f"/sse{suffix}/messages/" if suffix else "/messages/"
+    sse = SseServerTransport(messages, security_settings=security, max_request_body_size=max_body)
     stream = _SseStream(gateway, sse)
-    return [Route("/sse", endpoint=stream, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)]
+    return [Route(f"/sse{suffix}", endpoint=stream, methods=["GET"]), Mount(messages, app=sse.handle_post_message)]
 
 
 class _SseStream:
@@ -180,6 +212,7 @@ async def serve_http(
     options: HttpOptions,
     stop: anyio.Event,
     *,
+    toolsets: Mapping[str, Gateway] | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``gateway`` over HTTP until ``stop`` is set; ``task_status`` reports the bound port.
@@ -196,7 +229,7 @@ async def serve_http(
     sock.listen(128)
     sock.setblocking(False)
     config = uvicorn.Config(
-        build_app(gateway, options),
+        build_app(gateway, options, toolsets),
         http=protocol_with_deadline(options.header_timeout_s),
         ws="none",
         lifespan="on",

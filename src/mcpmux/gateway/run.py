@@ -38,6 +38,7 @@ from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import ConnectionFactory, Host
 from mcpmux.policy import Guard, StateStore, ToolScope
+from mcpmux.policy.toolsets import Toolset, toolset_named
 from mcpmux.provider_names import DEFAULT_SEPARATOR
 from mcpmux.transports.tcp import serve_tcp
 from mcpmux.transports.websocket import Admit, Handshake, serve_websocket
@@ -71,6 +72,9 @@ class ServeOptions:
     """Serve only these configured agents, each as the tool ``ask_NAME`` (``mcpmux serve --agent``)."""
     functions: tuple[Callable[..., Any], ...] = ()
     """Python functions served beside the servers as the tools of ``python`` (:meth:`Host.add_tools`)."""
+    toolset: str | None = None
+    """Serve only this toolset on every face (``--toolset``); ``None``: everything, and over HTTP
+    each configured toolset at ``/mcp/NAME``."""
 
 
 def http_security(
@@ -154,19 +158,32 @@ async def _serve(
         config, face="gateway", store=store, approver=downstream.relay.approve,
         callbacks=downstream.client_callbacks(), wait=not options.stdio, connection_factory=connection_factory,
     )  # fmt: skip
-    served: Guard = host
+    surface: Guard = host
     if options.functions:
         await host.add_tools(options.functions)
     if options.agents:
-        served = host.scoped(await serve_agents(host, options.agents))
+        surface = host.scoped(await serve_agents(host, options.agents))
     async with host, anyio.create_task_group() as tg:
         if options.api is not None and options.http is not None:
             http = replace(options.http, extra=options.api(host, options.http.security))
             options = replace(options, http=http)
-        gateway = Gateway(served, downstream=downstream, separator=options.separator)
+        only = toolset_named(config, options.toolset) if options.toolset is not None else None
+        toolsets: dict[str, Gateway] = {}
+        if only is None and options.http is not None:
+            for name in config.toolsets:
+                served = Toolset.of(name, config.toolsets[name], config.discovery)
+                toolsets[name] = Gateway(
+                    host, downstream=downstream, separator=options.separator, toolset=served, announce=False
+                )
+        # Made last: the downstream's URI and unsubscribe hooks follow the gateway that sees every resource,
+        # and it alone announces list changes, to every client of every path (they share the downstream).
+        gateway = Gateway(surface, downstream=downstream, separator=options.separator, toolset=only)
+        for served_gateway in toolsets.values():
+            served_gateway.metrics = gateway.metrics
         stop = anyio.Event()
         # Subscribed before the first attempts end, so no upstream arriving later goes unannounced.
-        await tg.start(gateway.run)
+        for served_gateway in (*toolsets.values(), gateway):
+            await tg.start(served_gateway.run)
         tg.start_soon(_stop_on_signal, stop)
         if options.stdio:
             attempted = anyio.Event()
@@ -174,7 +191,7 @@ async def _serve(
             tg.start_soon(_warn_failed, host, announce, attempted)
         else:
             _report_failed(host, announce)
-        await _serve_faces(gateway, options, stop, announce)
+        await _serve_faces(gateway, options, stop, announce, toolsets)
         tg.cancel_scope.cancel()
 
 
@@ -214,22 +231,44 @@ def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 async def _serve_faces(
-    gateway: Gateway, options: ServeOptions, stop: anyio.Event, announce: Callable[[str], None]
+    gateway: Gateway,
+    options: ServeOptions,
+    stop: anyio.Event,
+    announce: Callable[[str], None],
+    toolsets: Mapping[str, Gateway] | None = None,
 ) -> None:
     http_stop = anyio.Event()
+    toolsets = toolsets or {}
     async with anyio.create_task_group() as http_tg:
         if options.http is not None:
             where = options.http.host, options.http.port
-            port = await _listen("--http", where, http_tg.start(serve_http, gateway, options.http, http_stop))
-            announce(f"serving http://{_host(options.http.host)}:{port}/mcp")
+            started = http_tg.start(partial(serve_http, toolsets=toolsets), gateway, options.http, http_stop)
+            port = await _listen("--http", where, started)
+            base = f"http://{_host(options.http.host)}:{port}"
+            announce(f"serving {base}/mcp" + (f" (toolset {options.toolset})" if options.toolset else ""))
+            for name in toolsets:
+                announce(f"serving toolset {name} at {base}/mcp/{name}")
         async with anyio.create_task_group() as streams:
             await _start_stream_faces(streams, gateway, options, stop, announce)
             await stop.wait()
-            drained = await gateway.drain(options.drain_timeout_s)
+            drained = await _drain((gateway, *toolsets.values()), options.drain_timeout_s)
             if not drained:
                 logger.warning("calls still running after %.1f s; cancelling them", options.drain_timeout_s)
             streams.cancel_scope.cancel()
         http_stop.set()
+
+
+async def _drain(gateways: Sequence[Gateway], timeout_s: float) -> bool:
+    """Drain every gateway at once, within one ``timeout_s``; whether all their calls ended."""
+    drained: list[bool] = []
+
+    async def drain(gateway: Gateway) -> None:
+        drained.append(await gateway.drain(timeout_s))
+
+    async with anyio.create_task_group() as tg:
+        for gateway in gateways:
+            tg.start_soon(drain, gateway)
+    return all(drained)
 
 
 async def _start_stream_faces(
@@ -239,7 +278,7 @@ async def _start_stream_faces(
         port = await _listen("--tcp", options.tcp, tg.start(serve_tcp, gateway.server, *options.tcp))
         announce(f"serving tcp://{_host(options.tcp[0])}:{port}")
     if options.ws is not None:
-        admit = websocket_admission(options.ws_security or HttpSecurity())
+        admit = websocket_admission(options.ws_security or HttpSecurity(), toolset=options.toolset)
         started = tg.start(partial(serve_websocket, gateway.server, *options.ws, admit=admit))
         port = await _listen("--ws", options.ws, started)
         announce(f"serving ws://{_host(options.ws[0])}:{port}")
@@ -248,12 +287,18 @@ async def _start_stream_faces(
         announce("serving stdio")
 
 
-def websocket_admission(security: HttpSecurity) -> Admit:
-    """The WebSocket handshake check: the HTTP face's Origin, Host and token rules."""
+def websocket_admission(security: HttpSecurity, *, toolset: str | None = None) -> Admit:
+    """The WebSocket handshake check: the HTTP face's Origin, Host and token rules.
+
+    A token bound to toolsets is admitted only by a gateway serving one of them (``toolset``).
+    """
     gate = Gatekeeper(security)
 
     def admit(headers: Mapping[str, str]) -> Handshake:
         verdict = gate.admit(headers)
+        if isinstance(verdict, Admitted) and verdict.toolsets and toolset not in verdict.toolsets:
+            where = ", ".join(f"mcpmux serve --toolset {name}" for name in verdict.toolsets)
+            return Handshake(refuse_status=403, reason=f"This token is bound to its toolsets: use {where}")
         if isinstance(verdict, Admitted):
             caller = None if verdict.token_name is None else TokenCaller(verdict.token_name, verdict.scopes)
             return Handshake(still_valid=gate.still_valid(verdict), context=caller)

@@ -8,6 +8,8 @@ refused request never reaches the SDK and never creates a session:
 - tokens required and ``Authorization: Bearer`` missing or unknown: 401; ``/healthz`` answers
   such a request with ``ok`` only. The header is then removed from the request, so nothing
   downstream of here can forward it;
+- a token bound to toolsets (``mcpmux token create --toolset NAME``) anywhere but ``/mcp/NAME``,
+  ``/sse/NAME`` (and its messages) of one of them, or a public path: 403 naming its paths;
 - a body above the cap, declared or chunked: 413; a body not fully received in time: 408.
 
 A refusal under one of :attr:`HttpSecurity.problem_paths` (the REST API's ``/api``) is an RFC 9457
@@ -126,6 +128,8 @@ class Admitted:
     token_name: str | None = None
     token: str | None = None
     scopes: tuple[str, ...] = ()
+    toolsets: tuple[str, ...] = ()
+    """The toolsets the token is bound to (empty: not bound)."""
 
 
 class Gatekeeper:
@@ -177,7 +181,7 @@ class Gatekeeper:
         info = self.identify(token) if token else None
         if info is None:
             return Refusal(401, "A valid bearer token is required") if self.tokens_required() else Admitted()
-        return Admitted(info.name, token, tuple(info.scopes))
+        return Admitted(info.name, token, tuple(info.scopes), info.toolsets)
 
     def still_valid(self, admitted: Admitted) -> Callable[[], bool] | None:
         """For a long-lived connection: whether it may go on (its token not revoked meanwhile)."""
@@ -257,6 +261,9 @@ class SecurityMiddleware:
                 scope[ANONYMOUS] = True
                 return None
             return self._refused(scope, Refusal(401, "A valid bearer token is required"), self._challenge(headers))
+        if info.toolsets and not _toolset_path(scope["path"], info.toolsets):
+            paths = ", ".join(f"/mcp/{name}" for name in info.toolsets)
+            return self._refused(scope, Refusal(403, f"This token is bound to its toolsets: use {paths}"))
         # The SDK binds each Streamable HTTP session to the client_id of the user that opened it.
         access = AccessToken(token=f"sha256:{info.name}", client_id=info.name, scopes=info.scopes)
         scope["user"] = AuthenticatedUser(access)
@@ -290,6 +297,16 @@ class SecurityMiddleware:
                     return messages
         assert deadline.cancelled_caught
         return Refusal(408, "Request body not received in time")
+
+
+def _toolset_path(path: str, toolsets: tuple[str, ...]) -> bool:
+    """Whether ``path`` serves one of ``toolsets`` (or is public): compared exactly, never by prefix alone."""
+    if path in PUBLIC_PATHS:
+        return True
+    for name in toolsets:
+        if path in (f"/mcp/{name}", f"/mcp/{name}/", f"/sse/{name}") or path.startswith(f"/sse/{name}/messages/"):
+            return True
+    return False
 
 
 def _metadata_response(external: ExternalTokens) -> Response:

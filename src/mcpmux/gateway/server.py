@@ -47,6 +47,7 @@ from mcpmux import __version__
 from mcpmux._private.mcp_sdk import OpenTelemetryMiddleware
 from mcpmux.errors import MCPMuxError, ServerError, ToolNotFound
 from mcpmux.gateway.caller import approver_of, caller_of
+from mcpmux.gateway.discovery import CALL_TOOL, SEARCH_TOOLS, Discovery, call_arguments
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.metrics import Metrics
 from mcpmux.gateway.relay import RELAY_TIMEOUT_S, UNVERIFIED, Asker, LiveCall
@@ -55,9 +56,10 @@ from mcpmux.gateway.surface import Surface, build_surface
 from mcpmux.manager import ToolInfo
 from mcpmux.manager.events import ListChanged, StateChanged
 from mcpmux.policy import Guard
+from mcpmux.policy.toolsets import Toolset
 from mcpmux.provider_names import DEFAULT_SEPARATOR
 
-__all__ = ["RESOURCE_NOT_FOUND", "Gateway"]
+__all__ = ["RESOURCE_NOT_FOUND", "Gateway", "list_cache_hint"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +86,11 @@ class Gateway:
         separator: joins namespace and name in downstream tool and prompt names.
         metrics: where call counts and latencies go.
         name: the server name the gateway gives in ``initialize``.
+        toolset: serve only this toolset (:mod:`mcpmux.policy.toolsets`), with its discovery setting;
+            ``None``: everything the guard lets through, with the global ``discovery:``.
+        announce: tell ``downstream``'s clients about list changes. Gateways that share one
+            downstream (a toolset's beside the whole one) let one of them announce, so a client is
+            told once.
     """
 
     def __init__(
@@ -94,8 +101,12 @@ class Gateway:
         separator: str = DEFAULT_SEPARATOR,
         metrics: Metrics | None = None,
         name: str = "mcpmux",
+        toolset: Toolset | None = None,
+        announce: bool = True,
     ) -> None:
-        self.guard = guard
+        self.guard = guard.with_toolset(toolset) if toolset is not None else guard
+        self.toolset, self.announce = toolset, announce
+        self.discovery = Discovery(toolset.discovery if toolset is not None else guard.config.discovery)
         self.downstream = downstream if downstream is not None else Downstream()
         self.downstream.relay.approvers = guard.config.security.gateway_approvers
         self.separator = separator
@@ -112,6 +123,7 @@ class Gateway:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._starting: anyio.Event | None = None
         self._grace_until = 0.0
+        self._listen_handler = ListenHandler(self.downstream.bus)
         self.server = self._build_server(name)
 
     # -- the surface ----------------------------------------------------------------------------
@@ -162,6 +174,8 @@ class Gateway:
             try:
                 async for event in events:
                     self._surface = None
+                    if not self.announce:
+                        continue
                     if isinstance(event, ListChanged) and event.kind in ("tools", "prompts", "resources"):
                         await self.downstream.list_changed(event.kind)
                     elif isinstance(event, StateChanged):
@@ -199,7 +213,7 @@ class Gateway:
                 name,
                 upstream=self._upstream_capabilities,
                 version=__version__,
-                on_subscriptions_listen=ListenHandler(self.downstream.bus),
+                on_subscriptions_listen=self._listen,
                 **handlers,
             )
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._initialized)
@@ -231,7 +245,15 @@ class Gateway:
     async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         if self._starting is not None:
             await self._settled()
-        return types.ListToolsResult(tools=self.surface.tools)
+        surface = self.surface
+        listed = self.discovery.listing(surface).tools
+        return types.ListToolsResult(tools=listed, **self._hint("tools/list", {t.server for t in surface.tool_infos}))
+
+    def _hint(self, method: str, servers: set[str]) -> dict[str, Any]:
+        """``ttl_ms`` and ``cache_scope`` of a list made of ``servers``' items (see :func:`list_cache_hint`)."""
+        hints = [self.guard.list_hint(server, method) for server in sorted(servers)]
+        ttl_ms, scope = list_cache_hint(hints, self.discovery.config.list_ttl_ms)
+        return {"ttl_ms": ttl_ms, "cache_scope": scope}
 
     async def _call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
@@ -240,7 +262,14 @@ class Gateway:
             raise MCPError(types.INTERNAL_ERROR, "the gateway is shutting down")
         if self._starting is not None:
             await self._settled()
-        tool = _lookup(self.surface.tool, params.name, types.INVALID_PARAMS)
+        surface = self.surface
+        listing = self.discovery.listing(surface)
+        if listing.searching and params.name == SEARCH_TOOLS:
+            return self.discovery.search(listing, params.arguments)
+        if listing.searching and params.name == CALL_TOOL:
+            name, arguments = call_arguments(params.arguments)
+            params = params.model_copy(update={"name": name, "arguments": arguments})
+        tool = _lookup(surface.tool, params.name, types.INVALID_PARAMS)
         started, outcome = time.perf_counter(), "error"
         self._in_flight += 1
         try:
@@ -308,7 +337,9 @@ class Gateway:
     async def _list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         if self._starting is not None:
             await self._settled()
-        return types.ListPromptsResult(prompts=self.surface.prompts)
+        surface = self.surface
+        hint = self._hint("prompts/list", {p.server for p in surface.prompt_infos})
+        return types.ListPromptsResult(prompts=surface.prompts, **hint)
 
     async def _get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         prompt_info = _lookup(self.surface.prompt, params.name, types.INVALID_PARAMS)
@@ -320,14 +351,18 @@ class Gateway:
     async def _list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         if self._starting is not None:
             await self._settled()
-        return types.ListResourcesResult(resources=self.surface.resources)
+        surface = self.surface
+        hint = self._hint("resources/list", {server for server, _ in surface.resource_targets})
+        return types.ListResourcesResult(resources=surface.resources, **hint)
 
     async def _list_templates(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         if self._starting is not None:
             await self._settled()
-        return types.ListResourceTemplatesResult(resource_templates=self.surface.templates)
+        surface = self.surface
+        hint = self._hint("resources/templates/list", set(surface.template_servers))
+        return types.ListResourceTemplatesResult(resource_templates=surface.templates, **hint)
 
     async def _read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         server, uri = _find_resource(self.surface, ctx, params.uri)
@@ -346,6 +381,25 @@ class Gateway:
                 self.downstream.unsubscribe(ctx.session, params.uri)
                 raise
         return types.EmptyResult()
+
+    async def _listen(
+        self, ctx: Ctx, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        # A stateless-era client subscribes to resources with its listen filter: the gateway holds
+        # the upstream subscriptions for as long as the stream is open, shared as _subscribe's are.
+        key, watched = self.downstream.listen_key(), []
+        try:
+            for uri in params.notifications.resource_subscriptions or ():
+                server, upstream_uri = _find_resource(self.surface, ctx, uri)
+                first = self.downstream.watch(key, uri)
+                watched.append((uri, server, upstream_uri))
+                if first:
+                    await _upstream(self.guard.subscribe_resource(server, upstream_uri, caller=caller_of(ctx)))
+            return await self._listen_handler(ctx, params)
+        finally:
+            for uri, server, upstream_uri in watched:
+                if self.downstream.unwatch(key, uri):
+                    self._unwatched(server, upstream_uri)  # queued: this task may be cancelled
 
     async def _unsubscribe(self, ctx: Ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         server, uri = _find_resource(self.surface, ctx, params.uri)
@@ -436,6 +490,18 @@ class _GatewayServer(Server[Any]):
                 "logging": served.logging if has.logging is not None else None,
             }
         )
+
+
+def list_cache_hint(hints: list[tuple[int, bool] | None], default_ttl_ms: int) -> tuple[int, str]:
+    """The ``(ttlMs, cacheScope)`` of a list made from upstream lists with ``hints``.
+
+    The smallest TTL of what went into it (an upstream without a hint, a 2025-era server that
+    announces changes with ``list_changed``, counts as ``default_ttl_ms``), and ``private`` if any
+    upstream said so. An empty list gets ``default_ttl_ms`` and ``public``.
+    """
+    ttls = [default_ttl_ms if hint is None else hint[0] for hint in hints]
+    private = any(hint is not None and hint[1] for hint in hints)
+    return min(ttls, default=default_ttl_ms), "private" if private else "public"
 
 
 def _can_be_asked(ctx: Ctx) -> bool:

@@ -33,12 +33,16 @@ from pydantic import BaseModel, ValidationError
 
 from mcpmux.gateway.relay import RELAY_TIMEOUT_S, Ctx
 
-__all__ = ["ParkedCall", "ParkedCalls"]
+__all__ = ["MAX_PARKED_PER_CALLER", "ParkedCall", "ParkedCalls"]
 
 logger = logging.getLogger(__name__)
 
 _Result = TypeVar("_Result", bound=BaseModel)
 _STATE_PREFIX = "call:"
+MAX_PARKED_PER_CALLER = 64
+"""Calls of one caller that may wait for its answers at once. A parked call outlives the request
+that started it (up to RELAY_TIMEOUT_S, with its upstream call in flight): without a bound, one
+client could leave any number behind in a few requests."""
 
 
 @dataclass
@@ -131,7 +135,10 @@ class ParkedCall:
             asked = {key: q.request for key, q in self._questions.items() if q.answer is None}
             if asked:
                 return types.InputRequiredResult(input_requests=asked, request_state=self.state)
-            self._changed = anyio.Event()
+            # One event for every round waiting now (racing retries of one requestState): replaced only
+            # once it has fired, so a round never waits on an event nobody will set.
+            if self._changed.is_set():
+                self._changed = anyio.Event()
             try:
                 await self._changed.wait()
             except anyio.get_cancelled_exc_class():
@@ -147,7 +154,19 @@ class ParkedCalls:
         self._calls: dict[str, ParkedCall] = {}
 
     def add(self, call: ParkedCall) -> None:
+        """Keep ``call`` until its result is collected.
+
+        Raises:
+            MCPError: its caller already has :data:`MAX_PARKED_PER_CALLER` calls waiting.
+        """
         self._forget_stale()
+        waiting = sum(1 for c in self._calls.values() if c.caller == call.caller and c.finished_at is None)
+        if waiting >= MAX_PARKED_PER_CALLER:
+            raise MCPError(
+                types.INVALID_REQUEST,
+                f"{waiting} calls of this client already wait for its answers (at most {MAX_PARKED_PER_CALLER}): "
+                f"answer their input_required questions, or let them expire ({RELAY_TIMEOUT_S:g} s)",
+            )
         self._calls[call.id] = call
 
     def resume(self, state: str, caller: str | None) -> ParkedCall | None:

@@ -45,6 +45,26 @@ class Surface:
     _uris: dict[str, tuple[str, str]] = field(default_factory=dict)
     _template_servers: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def tool_infos(self) -> list[ToolInfo]:
+        """The upstream tools behind :attr:`tools`."""
+        return list(self._tools.values())
+
+    @property
+    def prompt_infos(self) -> list[PromptInfo]:
+        """The upstream prompts behind :attr:`prompts`."""
+        return list(self._prompts.values())
+
+    @property
+    def resource_targets(self) -> list[tuple[str, str]]:
+        """``(server, upstream URI)`` of every listed resource."""
+        return list(self._uris.values())
+
+    @property
+    def template_servers(self) -> list[str]:
+        """The server of every listed template."""
+        return list(self._template_servers.values())
+
     def tool(self, name: str) -> ToolInfo:
         """The tool behind the downstream name ``name``, resolved once here (raises :class:`ToolNotFound`)."""
         return self._tools[self.tool_names.to_canonical(name)]

@@ -5,6 +5,10 @@ its SHA-256, so a leaked ``state.db`` does not leak credentials. The table is cr
 use (``CREATE TABLE IF NOT EXISTS``) without touching the store's schema version; a table made
 before tokens could approve gains the ``can_approve`` column (0: no token may approve).
 
+A token made with ``--toolset NAME`` (repeatable) sees only those toolsets: it is accepted only at
+``/mcp/NAME`` (and ``/sse/NAME``) of one of them, and over WebSocket only by a gateway serving one
+of them (``mcpmux serve --toolset NAME``); anywhere else it is refused with 403.
+
 A token made with ``--can-approve`` may answer the guard's approval questions for its own calls
 (:data:`APPROVE_SCOPE` in its access token); any other network caller is refused instead of asked.
 
@@ -25,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcpmux.config.models import TOOLSET_NAME_PATTERN
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.policy import StateStore
 
@@ -40,6 +45,7 @@ DEFAULT_API_SCOPES = ("read", "execute")
 TOKEN_BYTES = 32
 MARKER_SUFFIX = ".tokens"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+_TOOLSET = re.compile(TOOLSET_NAME_PATTERN)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS gateway_tokens (
@@ -47,7 +53,8 @@ CREATE TABLE IF NOT EXISTS gateway_tokens (
     hash TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL,
     can_approve INTEGER NOT NULL DEFAULT 0,
-    scopes TEXT NOT NULL DEFAULT 'read,execute'
+    scopes TEXT NOT NULL DEFAULT 'read,execute',
+    toolsets TEXT NOT NULL DEFAULT ''
 )
 """
 
@@ -60,6 +67,12 @@ class TokenInfo:
     created_at: float
     can_approve: bool = False
     api_scopes: tuple[str, ...] = DEFAULT_API_SCOPES
+    toolsets: tuple[str, ...] = ()
+    """The toolsets it is bound to (empty: not bound, it sees everything the gateway serves)."""
+
+    def may_use(self, toolset: str | None) -> bool:
+        """Whether this token may be used where ``toolset`` is served (``None``: the whole gateway)."""
+        return not self.toolsets or toolset in self.toolsets
 
     @property
     def scopes(self) -> list[str]:
@@ -69,6 +82,10 @@ class TokenInfo:
 
 def _scopes(text: object) -> tuple[str, ...]:
     return tuple(part for part in str(text or "").split(",") if part)
+
+
+def _joined(names: tuple[str, ...]) -> str:
+    return ",".join(sorted(set(names)))
 
 
 def hash_token(token: str) -> str:
@@ -96,18 +113,29 @@ class TokenStore:
                     db.execute("ALTER TABLE gateway_tokens ADD COLUMN can_approve INTEGER NOT NULL DEFAULT 0")
                 if "scopes" not in columns:  # tokens made before the REST API: read and execute
                     db.execute("ALTER TABLE gateway_tokens ADD COLUMN scopes TEXT NOT NULL DEFAULT 'read,execute'")
+                if "toolsets" not in columns:  # tokens made before toolsets: bound to none
+                    db.execute("ALTER TABLE gateway_tokens ADD COLUMN toolsets TEXT NOT NULL DEFAULT ''")
             self._ready = True
 
-    def create(self, name: str, *, can_approve: bool = False, scopes: tuple[str, ...] = DEFAULT_API_SCOPES) -> str:
+    def create(
+        self,
+        name: str,
+        *,
+        can_approve: bool = False,
+        scopes: tuple[str, ...] = DEFAULT_API_SCOPES,
+        toolsets: tuple[str, ...] = (),
+    ) -> str:
         """Make a token called ``name`` and return it (the only time it is visible).
 
         A gateway already running accepts it from its next request on. ``can_approve``: its caller
         may answer approval questions (for its own calls only).
 
-        ``scopes``: what it may do on the REST API (:data:`API_SCOPES`).
+        ``scopes``: what it may do on the REST API (:data:`API_SCOPES`). ``toolsets``: the only
+        toolsets it sees (the caller checks they are configured; a toolset removed later is simply
+        never served, so the token sees nothing there).
 
         Raises:
-            ConfigError: the name is malformed or already taken, or a scope is unknown.
+            ConfigError: the name is malformed or already taken, a scope is unknown, or a toolset name malformed.
         """
         if not _NAME.fullmatch(name):
             raise ConfigError([ConfigProblem("token", "name", f"{name!r} must match {_NAME.pattern}")])
@@ -115,14 +143,19 @@ class TokenStore:
         if unknown:
             reason = f"unknown scope(s) {', '.join(unknown)} (known: {', '.join(API_SCOPES)})"
             raise ConfigError([ConfigProblem("token", "scopes", reason)])
+        bad = [t for t in toolsets if not _TOOLSET.fullmatch(t)]
+        if bad:
+            reason = f"toolset name(s) {', '.join(map(repr, bad))} must match {TOOLSET_NAME_PATTERN}"
+            raise ConfigError([ConfigProblem("token", "toolsets", reason)])
         self._ensure()
         token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
         with self.store.write() as db:
             if db.execute("SELECT 1 FROM gateway_tokens WHERE name = ?", (name,)).fetchone():
                 raise ConfigError([ConfigProblem("token", "name", f"a token called {name!r} exists; revoke it first")])
             db.execute(
-                "INSERT INTO gateway_tokens (name, hash, created_at, can_approve, scopes) VALUES (?, ?, ?, ?, ?)",
-                (name, hash_token(token), time.time(), int(can_approve), ",".join(sorted(set(scopes)))),
+                "INSERT INTO gateway_tokens (name, hash, created_at, can_approve, scopes, toolsets)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (name, hash_token(token), time.time(), int(can_approve), _joined(scopes), _joined(toolsets)),
             )
         self._changed()
         return token
@@ -132,9 +165,9 @@ class TokenStore:
         self._ensure()
         with self.store.read() as db:
             rows = db.execute(
-                "SELECT name, created_at, can_approve, scopes FROM gateway_tokens ORDER BY name"
+                "SELECT name, created_at, can_approve, scopes, toolsets FROM gateway_tokens ORDER BY name"
             ).fetchall()
-        return [TokenInfo(n, created_at, bool(approve), _scopes(scopes)) for n, created_at, approve, scopes in rows]
+        return [TokenInfo(n, c, bool(approve), _scopes(sc), _scopes(ts)) for n, c, approve, sc, ts in rows]
 
     def revoke(self, name: str) -> bool:
         """Delete the token ``name``; return whether it existed (a running gateway refuses it at once)."""
@@ -167,8 +200,12 @@ class TokenStore:
         seen = self._marker_state()
         if self._hashes is None or seen != self._seen:
             with self.store.read() as db:
-                rows = db.execute("SELECT hash, name, created_at, can_approve, scopes FROM gateway_tokens").fetchall()
-            self._hashes = {str(h): TokenInfo(str(n), float(c), bool(a), _scopes(sc)) for h, n, c, a, sc in rows}
+                rows = db.execute(
+                    "SELECT hash, name, created_at, can_approve, scopes, toolsets FROM gateway_tokens"
+                ).fetchall()
+            self._hashes = {
+                str(h): TokenInfo(str(n), float(c), bool(a), _scopes(sc), _scopes(ts)) for h, n, c, a, sc, ts in rows
+            }
             self._seen = seen
         return self._hashes
 

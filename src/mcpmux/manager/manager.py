@@ -421,6 +421,16 @@ class Manager:
         connection = self.supervisor(name).connection
         return connection.info if connection is not None and connection.is_connected else None
 
+    def list_hint(self, name: str, method: str) -> tuple[int, bool] | None:
+        """The cache hint of ``name``'s last ``method`` listing: ``(ttlMs, private)``, or ``None`` without one.
+
+        Only 2026-07-28 servers give hints; the others announce changes with ``list_changed``.
+        """
+        connection = self.supervisor(name).connection
+        if connection is None or method not in connection.list_ttl_ms:
+            return None
+        return connection.list_ttl_ms[method], method in connection.list_private
+
     def stderr_tail(self, name: str) -> str | None:
         """The last lines ``name`` wrote to stderr (stdio servers), while its connection is open."""
         connection = self.supervisor(name).connection

@@ -47,6 +47,7 @@ from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import Finding, scan_tool, suspect
 from mcpmux.policy.scope import ToolScope, agent_scope
 from mcpmux.policy.store import StateStore
+from mcpmux.policy.toolsets import Toolset
 from mcpmux.policy.validation import ArgumentCheck
 
 if TYPE_CHECKING:
@@ -134,6 +135,7 @@ class Guard:
         self._check_arguments = ArgumentCheck()
         self.cache = ResultCache()
         self.scope: ToolScope | None = None
+        self.toolset: Toolset | None = None
 
     # -- what may be seen --------------------------------------------------------------------
 
@@ -154,7 +156,10 @@ class Guard:
                 taken.append(self.manager.tools())  # the index's own snapshot (the scanner caches by its version)
             return taken[0]
 
-        return [self._exposure(tool, snapshot) for tool in self.manager.tools(server)]
+        tools = self.manager.tools(server)
+        if self.toolset is not None:
+            tools = [t for t in tools if self.toolset.has_tool(t)]
+        return [self._exposure(tool, snapshot) for tool in tools]
 
     def _exposure(self, tool: ToolInfo, everyone: Callable[[], Sequence[ToolInfo]] | None = None) -> Exposure:
         if self.scope is not None and not self.scope.admits(tool):
@@ -205,12 +210,19 @@ class Guard:
     def resources(self, server: str | None = None) -> list[ResourceInfo]:
         """Every resource and template (of ``server`` if given) whose ``server:read_resource`` is not denied."""
         readable = self._verb_allowed(READ_RESOURCE)
-        return [r for r in self.manager.resources(server) if readable(r.server)]
+        toolset = self.toolset
+        return [
+            r
+            for r in self.manager.resources(server)
+            if readable(r.server) and (toolset is None or toolset.has_resource(r.server, r.uri))
+        ]
 
     def prompts(self, server: str | None = None) -> list[PromptInfo]:
         """Every prompt (of ``server`` if given) whose ``server:get_prompt`` is not denied."""
         renderable = self._verb_allowed(GET_PROMPT)
-        return [p for p in self.manager.prompts(server) if renderable(p.server)]
+        toolset = self.toolset
+        prompts = self.manager.prompts(server)
+        return [p for p in prompts if renderable(p.server) and (toolset is None or toolset.has_prompt(p))]
 
     def _verb_allowed(self, verb: str) -> Callable[[str], bool]:
         """Whether the rules list ``server:verb``, asked once per server."""
@@ -238,12 +250,26 @@ class Guard:
         return self.manager.servers
 
     def capabilities(self) -> types.ServerCapabilities:
-        """The union of the capabilities of the connected servers that are not denied."""
-        return self.manager.capabilities(s for s in self.manager.servers if not self.is_denied(s))
+        """The union of the capabilities of the connected servers that are not denied (and of the toolset's kinds)."""
+        union = self.manager.capabilities(s for s in self.manager.servers if not self.is_denied(s))
+        toolset = self.toolset
+        if toolset is None:
+            return union
+        return union.model_copy(
+            update={
+                "resources": union.resources if toolset.resources else None,
+                "prompts": union.prompts if toolset.prompts else None,
+                "completions": union.completions if toolset.resources or toolset.prompts else None,
+            }
+        )
 
     def server_info(self, server: str) -> ConnectionInfo | None:
         """What ``server`` said of itself when it connected (``None`` while it is not connected, or denied)."""
         return None if self.is_denied(server) else self.manager.server_info(server)
+
+    def list_hint(self, server: str, method: str) -> tuple[int, bool] | None:
+        """``server``'s cache hint on its last ``method`` listing: ``(ttlMs, private)``, or ``None``."""
+        return self.manager.list_hint(server, method)
 
     def stderr_tail(self, server: str) -> str | None:
         """The last lines ``server`` wrote to stderr (stdio servers), while its connection is open."""
@@ -283,6 +309,23 @@ class Guard:
         other = self.with_face(self.face, self.approver)
         other.scope = scope
         return other
+
+    def with_toolset(self, toolset: Toolset | None) -> Guard:
+        """This guard restricted to ``toolset``: what is outside it is neither listed nor reachable.
+
+        A tool, prompt or resource outside the toolset is refused like one the rules deny
+        (:class:`~mcpmux.errors.ToolDenied`, audited as ``denied``). ``None``: no restriction.
+        """
+        other = Guard.__new__(Guard)
+        other.__dict__.update(self.__dict__)
+        other.toolset = toolset
+        return other
+
+    def _outside(self, tool: ToolInfo, args: JSONObject, caller: str | None, inside: bool) -> None:
+        """Refuse (audited, as a denial) what the toolset does not hold; ``inside``: the toolset's verdict."""
+        if self.toolset is not None and not inside:
+            self._refused(tool, args, caller, "denied", self.toolset.rule)
+            raise ToolDenied(tool.name, self.toolset.rule)
 
     # -- calls -----------------------------------------------------------------------------------
 
@@ -327,6 +370,8 @@ class Guard:
         args = dict(arguments or {})
         caller = caller if caller is not None or self.scope is None else self.scope.caller
         tool = self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)
+        if self.toolset is not None:
+            self._outside(tool, args, caller, self.toolset.has_tool(tool))
         check = validate if validate is not None else self._validates(tool)
         decision = await self._decide(tool, args, caller, answered_by, check_arguments=check)
         server = self.manager.config.server(tool.server)
@@ -521,6 +566,8 @@ class Guard:
         """
         tool = self._verb_tool(server, READ_RESOURCE)
         args: JSONObject = {"uri": uri}
+        if self.toolset is not None:
+            self._outside(tool, args, caller, self.toolset.has_resource(server, uri))
         declared = self.manager.config.server(server).resources
         if declared is not None and declared_for(declared, uri) is None:
             refusal = ResourceNotDeclared(server, tool.name, uri)
@@ -543,6 +590,8 @@ class Guard:
         prompt = self.manager.resolve_prompt(name) if isinstance(name, str) else name
         tool = self._verb_tool(prompt.server, GET_PROMPT)
         args: JSONObject = {"name": prompt.prompt, "arguments": arguments or {}}
+        if self.toolset is not None:
+            self._outside(tool, args, caller, self.toolset.has_prompt(prompt))
         decision = await self._decide(tool, args, caller, answered_by)
         render = self.manager.get_prompt(prompt, arguments, timeout=timeout)
         return await self._run(tool, args, caller, decision, render, _prompt_size)
@@ -572,12 +621,14 @@ class Guard:
         """
         if isinstance(ref, types.PromptReference):
             prompt = self.manager.resolve_prompt(ref.name)
+            inside = self.toolset is None or self.toolset.has_prompt(prompt)
             server, verb, ref = prompt.server, GET_PROMPT, ref.model_copy(update={"name": prompt.prompt})
         elif server is None:
             raise ValueError("completing a resource template needs the server that lists it")
         else:
-            verb = READ_RESOURCE
+            verb, inside = READ_RESOURCE, self.toolset is None or self.toolset.has_resource(server, ref.uri)
         args: JSONObject = {"ref": ref.model_dump(mode="json", by_alias=True), "argument": argument}
+        self._outside(self._verb_tool(server, COMPLETE), args, caller, inside)
         tool, decision = self._server_request(server, COMPLETE, args, caller, ruled_by=verb)
         completing = self.manager.complete(server, ref, argument, context)
         return await self._run(tool, args, caller, decision, completing, lambda r: len(r.completion.values))
@@ -585,6 +636,8 @@ class Guard:
     async def subscribe_resource(self, server: str, uri: str, *, caller: str | None = None) -> None:
         """Ask ``server`` for updates of ``uri``, ruled like its resource reads."""
         args: JSONObject = {"uri": uri}
+        if self.toolset is not None:
+            self._outside(self._verb_tool(server, SUBSCRIBE), args, caller, self.toolset.has_resource(server, uri))
         tool, decision = self._server_request(server, SUBSCRIBE, args, caller, ruled_by=READ_RESOURCE)
         await self._run(tool, args, caller, decision, self.manager.subscribe_resource(server, uri), _no_size)
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         ListChangedAfter as ListChangedAfter,
     )
     from mcpmux.testing.mock import ERAS as ERAS, Call as Call, Era as Era, MockServer as MockServer
+    from mcpmux.testing.runtime import ToolContext as ToolContext
     from mcpmux.testing.serving import (
         TRANSPORTS as TRANSPORTS,
         Served as Served,

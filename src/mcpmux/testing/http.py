@@ -43,8 +43,10 @@ LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"
 def build_app(runtime: MockRuntime) -> MockGate:
     """The mock's ASGI application: ``/mcp`` (both eras), ``/sse`` and ``/messages/`` (legacy SSE)."""
     security = TransportSecuritySettings(allowed_hosts=LOOPBACK_HOSTS, allowed_origins=LOOPBACK_ORIGINS)
-    # JSON answers: a gate can read and rewrite each one (notifications go on the GET stream).
-    sessions = StreamableHTTPSessionManager(runtime, json_response=True, security_settings=security)
+    # SSE answers, as servers in the wild give them: a call's progress and its server->client requests
+    # (sampling, elicitation) travel on the call's own response stream. JSON answers have no room for
+    # them, and the SDK refuses such requests ("no back-channel").
+    sessions = StreamableHTTPSessionManager(runtime, json_response=False, security_settings=security)
     sse = SseServerTransport("/messages/", security_settings=security)
 
     @contextlib.asynccontextmanager
@@ -141,7 +143,7 @@ class MockGate:
         return message.method == "tools/call" and any(isinstance(f, GarbageOutput) for f in failures)
 
     async def _rewritten(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Run the request, holding its JSON answer back to rewrite it (SSE answers pass as they are)."""
+        """Run the request, holding its answer (JSON, or the events of an SSE stream) back to rewrite it."""
         start: Message | None = None
         chunks: list[bytes] = []
 
@@ -162,13 +164,21 @@ class MockGate:
 
     async def _send_rewritten(self, start: Message, body: bytes, send: Send) -> None:
         headers = dict(start["headers"])
-        if headers.get(b"content-type", b"").startswith(b"application/json"):
-            parsed = _parse(body)
-            if parsed is not None:
-                body = json.dumps(self.gate.rewrite(parsed).model_dump(mode="json", by_alias=True)).encode()
+        content_type = headers.get(b"content-type", b"")
+        if content_type.startswith(b"application/json"):
+            body = self._rewrite_json(body)
+        elif content_type.startswith(b"text/event-stream"):
+            lines = body.split(b"\n")
+            body = b"\n".join(b"data: " + self._rewrite_json(x[6:]) if x.startswith(b"data: ") else x for x in lines)
         headers[b"content-length"] = str(len(body)).encode()
         await send({**start, "headers": list(headers.items())})
         await send({"type": "http.response.body", "body": body})
+
+    def _rewrite_json(self, body: bytes) -> bytes:
+        parsed = _parse(body)
+        if parsed is None:
+            return body
+        return json.dumps(self.gate.rewrite(parsed).model_dump(mode="json", by_alias=True)).encode()
 
 
 async def _break_off(send: Send, started: bool) -> None:

@@ -14,7 +14,8 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -22,14 +23,18 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server import Server, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, SubscriptionBus
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 
 from mcpmux.testing.failures import Crash, Delay, Error, Failure, GarbageOutput, Hang, HugeResult, ListChangedAfter
 from mcpmux.testing.spec import Call, MockSpec, MockTool
 from mcpmux.transports.base import ReadStream, WriteStream
 
-__all__ = ["GARBAGE_RESULT", "EraGate", "MockRuntime"]
+__all__ = ["GARBAGE_RESULT", "EraGate", "MockRuntime", "ToolContext"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +46,73 @@ MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 Crasher = Callable[[Crash], Awaitable[None]]
 Observer = Callable[[Call], None]
+_Answer = TypeVar("_Answer", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a mock tool's handler gets in a parameter named ``ctx``: its request, in either era.
+
+    ::
+
+        async def review(text: str, ctx: ToolContext) -> object:
+            await ctx.report_progress(1, 2)
+            answer = await ctx.ask("llm", types.CreateMessageRequest(params=...), types.CreateMessageResult)
+            if isinstance(answer, types.InputRequiredResult):
+                return answer          # the stateless era: the client answers with its retry
+            return answer.content.text
+
+    Attributes:
+        request: the SDK's request context (session, request id, negotiated version).
+        params: the ``tools/call`` parameters (the stateless era's ``inputResponses`` among them).
+        mock: the mock being served (a handler may change its tools).
+        bus: where stateless-era change events go (to ``subscriptions/listen`` streams).
+        subscribed: the URIs handshake-era clients subscribed to (``resources/subscribe``).
+    """
+
+    request: ServerRequestContext[Any]
+    params: types.CallToolRequestParams
+    mock: MockSpec
+    bus: SubscriptionBus
+    subscribed: set[str]
+
+    @property
+    def stateless(self) -> bool:
+        """Whether the call came in the 2026-07-28 stateless era (no server->client requests)."""
+        return self.request.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send ``notifications/progress`` for this call (if its client asked for progress)."""
+        await self.request.session.report_progress(progress, total, message)
+
+    async def ask(
+        self, key: str, request: types.InputRequest, result: type[_Answer]
+    ) -> _Answer | types.InputRequiredResult:
+        """Put ``request`` (sampling, elicitation) to the client, as its era allows.
+
+        Handshake era: a request on the call's channel, and its answer. Stateless era: the answer
+        the client's retry brought under ``key``, or the ``input_required`` result to return so
+        that it asks (SEP-2322).
+        """
+        if not self.stateless:
+            metadata = ServerMessageMetadata(related_request_id=self.request.request_id)
+            return await self.request.session.send_request(request, result, metadata=metadata)
+        answer = (self.params.input_responses or {}).get(key)
+        if answer is None:
+            return types.InputRequiredResult(input_requests={key: request}, request_state=f"mock:{key}")
+        return result.model_validate(answer.model_dump(by_alias=True, exclude_none=True))
+
+    async def send_tool_list_changed(self) -> None:
+        """Announce a changed tool list: on the session (handshake era) and to ``subscriptions/listen`` streams."""
+        await self.bus.publish(ToolsListChanged())
+        if not self.stateless:
+            await self.request.session.send_tool_list_changed()
+
+    async def send_resource_updated(self, uri: str) -> None:
+        """Announce that ``uri`` changed to whoever subscribed: on the session (handshake era), or listens."""
+        await self.bus.publish(ResourceUpdated(uri=uri))
+        if not self.stateless and uri in self.subscribed:
+            await self.request.session.send_resource_updated(uri)
 
 
 class MockRuntime(Server[Any]):
@@ -61,8 +133,11 @@ class MockRuntime(Server[Any]):
         on_garbage: Callable[[], None] | None = None,
         on_call: Observer | None = None,
     ) -> None:
+        self.bus = InMemorySubscriptionBus()
+        """Change events for stateless-era clients' ``subscriptions/listen`` streams."""
         super().__init__(
             mock.name,
+            on_subscriptions_listen=ListenHandler(self.bus),
             version=mock.version,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
@@ -71,8 +146,12 @@ class MockRuntime(Server[Any]):
             on_read_resource=self._read_resource,
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
         )
         self.mock = mock
+        self.subscribed: set[str] = set()
+        """The resource URIs a client subscribed to (handshake era) and did not unsubscribe from."""
         self.garbage_ids: set[types.RequestId] = set()
         self._on_crash = on_crash or self.drop_sessions
         self._on_garbage = on_garbage
@@ -138,7 +217,7 @@ class MockRuntime(Server[Any]):
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         tool = self.mock.tools.get(params.name)
         if tool is None:
             known = ", ".join(sorted(self.mock.tools))
@@ -153,7 +232,10 @@ class MockRuntime(Server[Any]):
                 return result
         if self.mock.book is not None:
             return types.CallToolResult.model_validate(self.mock.book.answer("tools/call", tool.name, call.arguments))
-        return await tool.answer(call.arguments)
+        return await tool.answer(call.arguments, self._context(ctx, params))
+
+    def _context(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> ToolContext:
+        return ToolContext(ctx, params, self.mock, self.bus, self.subscribed)
 
     async def _fail(
         self, failure: Failure, tool: MockTool, ctx: ServerRequestContext[Any]
@@ -187,7 +269,7 @@ class MockRuntime(Server[Any]):
             return
         self.mock.tool(added, result="added", description=f"A tool the mock added after {n} calls.")
         try:
-            await ctx.session.send_tool_list_changed()
+            await self._context(ctx, types.CallToolRequestParams(name=tool.name)).send_tool_list_changed()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError) as exc:
             logger.warning("mock %r could not announce its changed tool list: %r", self.mock.name, exc)
 
@@ -198,6 +280,18 @@ class MockRuntime(Server[Any]):
             types.Resource(uri=r.uri, name=r.name, mime_type=r.mime_type) for r in self.mock.resources.values()
         ]
         return types.ListResourcesResult(resources=[*resources, *self.mock.listed_resources])
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        self.subscribed.add(str(params.uri))
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        self.subscribed.discard(str(params.uri))
+        return types.EmptyResult()
 
     async def _list_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

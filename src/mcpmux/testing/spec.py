@@ -87,24 +87,31 @@ class MockTool:
             }
         )
 
-    async def answer(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        """The tool's result for ``arguments``: the handler's (awaited if async) or the fixed one."""
+    async def answer(
+        self, arguments: dict[str, Any], context: Any = None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The tool's result for ``arguments``: the handler's (awaited if async) or the fixed one.
+
+        A handler with a parameter named ``ctx`` gets ``context`` there (the server's
+        :class:`~mcpmux.testing.ToolContext`: progress, questions to the client, notifications).
+        """
         if self.handler is None:
             return to_result(self.result)
-        value = self.handler(**arguments)
+        wants_context = context is not None and "ctx" in inspect.signature(self.handler).parameters
+        value = self.handler(**arguments, ctx=context) if wants_context else self.handler(**arguments)
         if inspect.isawaitable(value):
             value = await value
         return to_result(value)
 
 
-def to_result(value: Any) -> types.CallToolResult:
-    """What a handler returned, as a ``CallToolResult``.
+def to_result(value: Any) -> types.CallToolResult | types.InputRequiredResult:
+    """What a handler returned, as a ``CallToolResult`` (or the ``input_required`` it asks with).
 
     A result stays as it is; a string is one text block; a dict is structured content (and its
     JSON as text); a list of content blocks is the content; ``None`` is no content; anything else
     JSON-serialisable is its JSON as text.
     """
-    if isinstance(value, types.CallToolResult):
+    if isinstance(value, types.CallToolResult | types.InputRequiredResult):
         return value
     if value is None:
         return types.CallToolResult(content=[])
