@@ -21,12 +21,15 @@ audited.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
-from mcpmux.config.models import Config, ServerConfig, Settings
+from mcpmux.config.models import Config, ServerConfig, Settings, StdioServerConfig
 from mcpmux.connection.callbacks import ClientCallbacks
+from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.manager import Manager
 from mcpmux.manager.catalog import Catalog
 from mcpmux.manager.manager import DEFAULT_CONNECT_CONCURRENCY
@@ -37,7 +40,15 @@ from mcpmux.policy.guard import Guard, Suspicion
 from mcpmux.policy.scanner import suspect
 from mcpmux.policy.store import StateStore
 
-__all__ = ["ConnectionFactory", "Host"]
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from mcpmux.connection.connection import Connection
+
+__all__ = ["FUNCTIONS_SERVER", "ConnectionFactory", "Host"]
+
+FUNCTIONS_SERVER = "python"
+"""The server name :meth:`Host.add_tools` uses unless told another."""
 
 
 class Host(Guard):
@@ -75,9 +86,11 @@ class Host(Guard):
         connect_concurrency: int = DEFAULT_CONNECT_CONCURRENCY,
         connection_factory: ConnectionFactory | None = None,
     ) -> None:
+        self._local: dict[str, MCPServer[Any]] = {}
+        self._factory = connection_factory
         manager = Manager(
             config, settings=settings, callbacks=callbacks, catalog=catalog, start=start, wait=wait,
-            connect_concurrency=connect_concurrency, connection_factory=connection_factory,
+            connect_concurrency=connect_concurrency, connection_factory=self._connect,
         )  # fmt: skip
         self._owns_store = store is None
         super().__init__(manager, face=face, approver=approver, store=store, project=project, suspicion=suspicion)
@@ -110,6 +123,64 @@ class Host(Guard):
         finally:
             self._started = False
             self._close_store()
+
+    async def add_tools(self, functions: Sequence[Callable[..., Any]], *, server: str = FUNCTIONS_SERVER) -> None:
+        """Serve Python functions as the tools of an in-process server called ``server``.
+
+        ::
+
+            await host.add_tools([add, search_orders])   # now "python:add", "python:search_orders"
+
+        Schemas come from type hints (pydantic models too) and the docstring (its ``Args:`` give the
+        parameters' descriptions); sync and async functions both work; results become content or
+        ``structuredContent``; an exception becomes a tool error (see :mod:`mcpmux.servers.functions`).
+        The tools are the host's like any other: listed and called through every face, under the
+        rules, approval and audit (they are code of this program, so they are not pinned). Before
+        :meth:`start` they start with the host; after it, at once.
+
+        Raises:
+            UsageError: a nameless function, two functions of one name, a bad server name.
+            ConfigError: a server called ``server`` exists already.
+        """
+        from mcpmux.servers.functions import function_server
+
+        built = function_server(functions, name=server)
+        # A config the rest of mcpmux can show and rule on; only this host's factory can open it.
+        entry = StdioServerConfig(
+            name=server, command=sys.executable, lazy=False,
+            args=("-c", f"raise SystemExit('{server}: Python functions served in-process by host.add_tools')"),
+        )  # fmt: skip
+        if any(s.name == server for s in self.manager.config.servers):
+            raise ConfigError(ConfigProblem("<host.add_tools>", server, f"a server named {server!r} already exists"))
+        self._local[server] = built
+        self.pins.trust(server, f"functions:{server}")
+        if self._started:
+            try:
+                await self.manager.add_server(entry)
+            except BaseException:
+                del self._local[server]
+                raise
+        else:  # supervised with the others when the host starts
+            servers = (*self.manager.config.servers, entry)
+            self.manager.config = self.manager.config.model_copy(update={"servers": servers})
+        self._exposures.clear()
+
+    def _connect(self, server: ServerConfig, settings: Settings, callbacks: ClientCallbacks) -> Connection:
+        from mcpmux.connection.connection import Connection
+
+        local = self._local.get(server.name)
+        if local is None:
+            return (
+                self._factory(server, settings, callbacks)
+                if self._factory
+                else Connection(server, settings, callbacks=callbacks)
+            )
+        from mcpmux.transports.inprocess import open_mcp_server
+
+        def transport() -> Any:
+            return open_mcp_server(local, name=server.name, describe=f"in-process functions {server.name!r}")
+
+        return Connection(server, settings, callbacks=callbacks, transport=transport)
 
     def pending(self) -> list[str]:
         """The servers asked to start whose first connect attempt has not ended yet."""

@@ -198,7 +198,8 @@ async def test_a_tool_added_after_list_changed_waits_for_approval_under_strict(s
 
 
 @pytest.mark.subprocess
-async def test_a_tool_added_after_list_changed_is_pinned_on_sight_under_tofu(store: StateStore) -> None:
+async def test_a_tool_added_after_list_changed_is_pinned_but_held_under_tofu(store: StateStore) -> None:
+    # A server pinned already cannot slip a new tool past the pins (issue 22: rename-aware pins).
     with anyio.fail_after(60):
         async with Manager(changing("base"), catalog=False) as manager:
             guard = Guard(manager, store=store)
@@ -206,8 +207,9 @@ async def test_a_tool_added_after_list_changed_is_pinned_on_sight_under_tofu(sto
                 await guard.call_tool("ch:add_tool", {"name": "late"})
                 while "ch:late" not in [t.name for t in manager.tools()]:
                     await events.receive()
-            assert "ch:late" in [t.name for t in guard.tools()]
-            assert guard.pins.get("ch", "late") is not None
+            assert "ch:late" not in [t.name for t in guard.tools()]
+            pin = guard.pins.get("ch", "late")
+            assert pin is not None and not pin.approved
 
 
 @pytest.mark.subprocess

@@ -27,7 +27,7 @@ from mcpmux.connection import ClientCallbacks, ElicitationCallback
 from mcpmux.host import ConnectionFactory, Host
 from mcpmux.policy import Approver, ChainedApprovals, Guard, StateStore
 
-__all__ = ["AgentOptions", "AgentSession", "agent_session", "describe_servers"]
+__all__ = ["AgentOptions", "AgentSession", "agent_session", "describe_servers", "with_instructions"]
 
 CLOSE_TIMEOUT_S = 5.0
 INSTRUCTIONS_LIMIT_CHARS = 2000
@@ -54,6 +54,8 @@ class AgentOptions:
     connection_factory: ConnectionFactory | None = None
     catalog: bool = True
     store: StateStore | None = field(default=None, compare=False)
+    agent: str | None = None
+    """A configured agent (``agents:``): its allow-list holds the guard, its instructions join the prompt."""
 
 
 @dataclass
@@ -81,7 +83,8 @@ class AgentSession:
                 on_event=self.on_event,
             )  # fmt: skip
         self._loop.provider = self.provider
-        self._loop.system_prompt = describe_servers(self.guard, tool_names=not self._searching())
+        prompt = describe_servers(self.guard, tool_names=not self._searching())
+        self._loop.system_prompt = with_instructions(prompt, self.guard, self.options.agent)
         return self._loop
 
     def _searching(self) -> bool:
@@ -106,7 +109,8 @@ async def agent_session(
     )  # fmt: skip
     try:
         async with host:
-            holder.append(AgentSession(host, provider, options, on_event))
+            guard = host.for_agent(options.agent) if options.agent is not None else host
+            holder.append(AgentSession(guard, provider, options, on_event))
             yield holder[0]
     finally:
         current = holder[0].provider if holder else provider
@@ -114,6 +118,16 @@ async def agent_session(
             # The session may end by cancellation (Ctrl-C): close the HTTP client anyway, briefly.
             with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
                 await current.aclose()
+
+
+def with_instructions(prompt: str, guard: Guard, agent: str | None) -> str:
+    """``prompt`` followed by the configured agent's instructions (trusted: they come from the configuration)."""
+    if agent is None:
+        return prompt
+    entry = guard.config.agent(agent)
+    if not entry.instructions.strip():
+        return prompt
+    return f"{prompt}\n\nYou are the agent {agent!r}. Your instructions:\n{entry.instructions.strip()}"
 
 
 def describe_servers(guard: Guard, *, tool_names: bool = True) -> str:

@@ -43,10 +43,11 @@ def model_configured(llm: LLMConfig) -> bool:
 @click.option("--always-load", multiple=True, metavar="PATTERN", help="Tools always sent, e.g. 'fs:read_*'.")
 @click.option("--tool-threshold", type=click.IntRange(0), default=40, show_default=True,
               help="Past this many tools the model searches for the ones it needs.")  # fmt: skip
+@click.option("--agent", metavar="NAME", help="Chat as a configured agent: its model, instructions and tools only.")
 @click.pass_context
 def chat_cmd(
     ctx: click.Context, provider: str | None, model: str | None, base_url: str | None, max_turns: int,
-    always_load: tuple[str, ...], tool_threshold: int,
+    always_load: tuple[str, ...], tool_threshold: int, agent: str | None,
 ) -> None:  # fmt: skip
     """Chat with a model that uses every server's tools; /help lists the slash commands."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -54,7 +55,10 @@ def chat_cmd(
     if importlib.util.find_spec("prompt_toolkit") is None:
         raise click.ClickException("the chat needs prompt_toolkit: pip install 'mcpmux[chat]'")
     config = with_registered(load_config(getattr(ctx.find_root().obj, "config_path", None)))
-    overrides = {k: v for k, v in {"provider": provider, "model": model, "base_url": base_url}.items() if v}
+    agent_model = config.agent(agent).model if agent is not None else None
+    overrides = {
+        k: v for k, v in {"provider": provider, "model": model or agent_model, "base_url": base_url}.items() if v
+    }
     llm = config.llm.model_copy(update=overrides)
     from mcpmux.bridge.agent import AgentOptions
     from mcpmux.bridge.providers import make_provider
@@ -65,7 +69,7 @@ def chat_cmd(
     # The CLI's choice of how servers open (through ``mcpmux daemon`` or here), when it launched the chat.
     factory_for = ctx.find_root().meta.get("mcpmux.connection_factory")
     options = AgentOptions(
-        face="chat", max_turns=max_turns, always_load=always_load, tool_threshold=tool_threshold,
+        face="chat", max_turns=max_turns, always_load=always_load, tool_threshold=tool_threshold, agent=agent,
         connection_factory=factory_for(config) if callable(factory_for) else None,
     )  # fmt: skip
     anyio.run(_chat, config, llm, model_provider, options)

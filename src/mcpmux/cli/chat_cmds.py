@@ -49,18 +49,22 @@ def model_options(func: F) -> F:
 @click.option("--always-load", multiple=True, metavar="PATTERN", help="Tools always sent, e.g. 'fs:read_*'.")
 @click.option("--tool-threshold", type=click.IntRange(0), default=40, show_default=True,
               help="Past this many tools the model searches for the ones it needs.")  # fmt: skip
+@click.option("--agent", metavar="NAME", help="Run as a configured agent: its model, instructions and tools only.")
 @json_option
 def run_cmd(
     prompt: str, provider: str | None, model: str | None, base_url: str | None, max_turns: int,
-    always_load: tuple[str, ...], tool_threshold: int,
+    always_load: tuple[str, ...], tool_threshold: int, agent: str | None,
 ) -> int:  # fmt: skip
     """Send PROMPT to the model with every server's tools; print the answer (exit 1 if it failed)."""
     from mcpmux.bridge.providers import make_provider
 
-    overrides = {k: v for k, v in {"provider": provider, "model": model, "base_url": base_url}.items() if v}
+    configured = command_config()
+    agent_model = configured.agent(agent).model if agent is not None else None  # an unknown agent: exit 2
+    chosen = {"provider": provider, "model": model or agent_model, "base_url": base_url}
+    overrides = {k: v for k, v in chosen.items() if v}
     as_json = bool(state().json)
     # The model settings are checked before any server starts: a missing key fails at once.
-    llm = make_provider(command_config().llm.model_copy(update=overrides), check=True)
+    llm = make_provider(configured.llm.model_copy(update=overrides), check=True)
 
     async def body(config: Config) -> LoopResult:
         from mcpmux.bridge.agent import AgentOptions, agent_session
@@ -71,7 +75,7 @@ def run_cmd(
         options = AgentOptions(
             face="cli", max_turns=max_turns, always_load=always_load, tool_threshold=tool_threshold,
             approver=terminal_approver(),
-            sampling_approver=_ask_sampling() if interactive else None,
+            sampling_approver=_ask_sampling() if interactive else None, agent=agent,
             connection_factory=daemon_factory(config),
         )  # fmt: skip
         async with agent_session(config, llm, options, _show(as_json)) as session:

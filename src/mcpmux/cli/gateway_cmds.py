@@ -58,6 +58,8 @@ def _address(option: str, value: str) -> tuple[str, int]:
 )
 @click.option("--oauth-issuer", metavar="URL", help="Also accept JWT access tokens of this authorization server.")
 @click.option("--oauth-resource", metavar="URL", help="With --oauth-issuer: this gateway's URL (the token audience).")
+@click.option("--agent", "agents", multiple=True, metavar="NAME",
+              help="Serve only this configured agent, as the tool ask_NAME (repeatable; no REST API).")  # fmt: skip
 @click.option("--toolset", metavar="NAME", help="Serve only this toolset of the config (`toolsets:`) on every face.")
 def serve_cmd(
     stdio: bool,
@@ -79,6 +81,7 @@ def serve_cmd(
     oauth_issuer: str | None = None,
     oauth_resource: str | None = None,
     no_ui: bool = False,
+    agents: tuple[str, ...] = (),
     toolset: str | None = None,
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
@@ -109,6 +112,8 @@ def serve_cmd(
         raise click.UsageError("--sse and --json-response need --http")
     config = with_registered(load_config(state().config_path), db_url)
     redact_logs(config.secret_values)
+    for name in agents:
+        config.agent(name)  # an unknown agent is a usage error before anything starts
     store = StateStore()
     tokens = TokenStore(store)
     external = _external_tokens(oauth_issuer, oauth_resource)
@@ -130,6 +135,8 @@ def serve_cmd(
     if ws_addr is not None:
         ws = _address("--ws", ws_addr)
     tcp = _tcp(tcp_addr, tcp_without_tokens or not (auth or tokens.any()))
+    no_api = no_api or bool(agents)  # the REST API would show every tool, not only the agents
+    no_ui = no_ui or bool(agents)  # and so would the console
     api = None if no_api or http_addr is None else _api_factory(load_config(state().config_path), db_url)
     console = None if no_ui or http_addr is None else _console_factory(config, None if no_api else db_url, no_api)
     options = ServeOptions(
@@ -142,6 +149,7 @@ def serve_cmd(
         ws_security=rules("--ws", ws[0]) if ws is not None else None,
         separator=separator,
         drain_timeout_s=drain_timeout,
+        agents=agents,
         toolset=toolset,
     )
     if toolset is not None:

@@ -105,7 +105,9 @@ def pins_cmd(server: str | None) -> None:
 
 
 def _pin_state(pin: Any) -> str:
-    return "changed" if pin.pending_hash else "approved" if pin.approved else "awaiting approval"
+    if pin.pending_hash:
+        return "renamed" if (pin.pending_reason or "").startswith("renamed from") else "changed"
+    return "approved" if pin.approved else "awaiting approval"
 
 
 def _pin_json(pin: Any) -> JSONObject:

@@ -22,6 +22,7 @@ from mcpmux.config.display import looks_secret
 from mcpmux.config.formats import Document, RawServer, normalise_document
 from mcpmux.config.interpolate import expand
 from mcpmux.config.models import (
+    AgentsSection,
     BuiltinServerConfig,
     Config,
     DiscoveryConfig,
@@ -68,6 +69,7 @@ _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "llm": LLMConfig,
     "toolsets": ToolsetsSection,
     "discovery": DiscoveryConfig,
+    "agents": AgentsSection,
 }
 _MIN_SECRET_LEN = 4
 # Variables whose values describe the machine, not a credential: interpolating them masks nothing.
@@ -181,6 +183,7 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
             section = _section(doc, key, origin, value, problems)
             if section is not None:
                 sections[key].update(section)
+    problems += _agent_problems(sections)
     if problems:
         raise ConfigError(problems)
     for warning in warnings:
@@ -192,6 +195,7 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
         llm=LLMConfig.model_validate(sections["llm"]),
         toolsets={name: ToolsetConfig.model_validate(t) for name, t in sections["toolsets"].items()},
         discovery=DiscoveryConfig.model_validate(sections["discovery"]),
+        agents=sections["agents"],
         sources=tuple(d.source for d in documents),
         secret_values=frozenset(s for s in secrets if len(s) >= _MIN_SECRET_LEN),
         warnings=tuple(str(w) for w in warnings),
@@ -319,6 +323,23 @@ def _expand_api_key(
         secrets.add(result.value)  # an API key is a secret whatever its shape
         value["api_key"] = result.value
     return value
+
+
+def _agent_problems(sections: Mapping[str, JSONObject]) -> list[ConfigProblem]:
+    """An agent's ``toolset:`` must name a toolset of the configuration, when it has a ``toolsets:`` section.
+
+    Hook for the toolsets section (issue 22, part A): checked by name only, against the merged
+    ``sections["toolsets"]`` when the loader has one; the toolset's own validation stays there.
+    """
+    toolsets = sections.get("toolsets")
+    if toolsets is None:
+        return []
+    return [
+        ConfigProblem("<config>", f"agents.{name}.toolset", f"no toolset {agent['toolset']!r} (toolsets: {known})")
+        for name, agent in sections["agents"].items()
+        if isinstance(agent, dict) and agent.get("toolset") and agent["toolset"] not in toolsets
+        for known in [", ".join(sorted(toolsets)) or "none"]
+    ]
 
 
 def _section(

@@ -36,6 +36,8 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_TIMEOUT_MS",
     "TOOLSET_NAME_PATTERN",
+    "AgentConfig",
+    "AgentsSection",
     "ApprovalRule",
     "BuiltinServerConfig",
     "CacheConfig",
@@ -634,6 +636,55 @@ class ToolsetsSection(RootModel[dict[Annotated[str, Field(pattern=f"^{TOOLSET_NA
     model_config = ConfigDict(frozen=True)
 
 
+# -- agents (issue 22): a model, instructions and the tools each may use ------------------------
+
+
+class AgentConfig(_Frozen):
+    """One agent (a top-level ``agents: {NAME: {...}}`` entry).
+
+    ``tools`` (canonical-name globs, ``fs:read_*``) or ``toolset`` (a name in the top-level
+    ``toolsets:``) is its allow-list; the guard refuses any other call of the agent's loop like a
+    denied tool. ``model`` overrides ``llm.model``; ``mcpmux serve --agent NAME`` serves it as the
+    tool ``ask_NAME``, which samples the calling client's model when neither names one.
+    """
+
+    name: str = ""  # the key of its entry (set by Config)
+    model: str | None = None
+    instructions: str = ""
+    description: str | None = None
+    toolset: str | None = None
+    tools: tuple[str, ...] | None = None
+    max_turns: int = Field(10, gt=0, le=200)
+
+    _one_item = field_validator("tools", mode="before")(_one_item_list)
+
+    @model_validator(mode="after")
+    def _one_allow_list(self) -> Self:
+        if (self.toolset is None) == (self.tools is None):
+            raise ValueError("an agent needs exactly one of tools: [globs] or toolset: NAME")
+        if self.tools is not None and not self.tools:
+            raise ValueError("tools: an empty list allows nothing; list the tools the agent may use")
+        return self
+
+
+class AgentsSection(RootModel[dict[str, AgentConfig]]):
+    """The ``agents:`` mapping as read from one file (names checked; merged agent by agent)."""
+
+    @model_validator(mode="after")
+    def _names(self) -> Self:
+        for name in self.root:
+            if not re.fullmatch(SERVER_NAME_PATTERN, name):
+                raise ValueError(f"agent name {name!r} must match {SERVER_NAME_PATTERN} (it names the tool ask_{name})")
+        return self
+
+
+def _named_agents(value: object) -> object:
+    if isinstance(value, dict):
+        entries = (v.model_dump(exclude_unset=True) if isinstance(v, AgentConfig) else v for v in value.values())
+        return tuple({**entry, "name": name} for name, entry in zip(value, entries, strict=True))
+    return value
+
+
 class Config(_Frozen):
     """The merged configuration of every source.
 
@@ -650,9 +701,28 @@ class Config(_Frozen):
     llm: LLMConfig = LLMConfig()
     toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
     discovery: DiscoveryConfig = DiscoveryConfig()
+    agents: tuple[AgentConfig, ...] = ()  # given as a mapping of name to entry
     sources: tuple[str, ...] = ()
     secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)
     warnings: tuple[str, ...] = Field(default=(), exclude=True)
+
+    _agents_by_name = field_validator("agents", mode="before")(_named_agents)
+
+    def agent(self, name: str) -> AgentConfig:
+        """The agent called ``name``.
+
+        Raises:
+            UsageError: no such agent (the configured ones are named).
+        """
+        from mcpmux.errors import UsageError
+
+        for agent in self.agents:
+            if agent.name == name:
+                return agent
+        known = ", ".join(a.name for a in self.agents) or "none"
+        raise UsageError(
+            f"no agent {name!r} is configured (agents: {known})", hint="add it under agents: in mcpmux.yaml"
+        )
 
     def server(self, name: str) -> ServerConfig:
         """Return the server called ``name``.

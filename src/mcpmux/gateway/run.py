@@ -20,6 +20,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -37,7 +38,7 @@ from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopb
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import ConnectionFactory, Host
-from mcpmux.policy import StateStore
+from mcpmux.policy import Guard, StateStore, ToolScope
 from mcpmux.policy.pending import PendingApprovals
 from mcpmux.policy.toolsets import Toolset, toolset_named
 from mcpmux.provider_names import DEFAULT_SEPARATOR
@@ -72,6 +73,10 @@ class ServeOptions:
     console: Callable[[Host, HttpSecurity, PendingApprovals | None], ASGIApp] | None = None
     """Makes the web console over the gateway's host, served at ``/ui`` (``None``: no console). With it,
     and ``security.gateway_approvers.console``, a call its own client cannot approve waits there for a person."""
+    agents: tuple[str, ...] = ()
+    """Serve only these configured agents, each as the tool ``ask_NAME`` (``mcpmux serve --agent``)."""
+    functions: tuple[Callable[..., Any], ...] = ()
+    """Python functions served beside the servers as the tools of ``python`` (:meth:`Host.add_tools`)."""
     toolset: str | None = None
     """Serve only this toolset on every face (``--toolset``); ``None``: everything, and over HTTP
     each configured toolset at ``/mcp/NAME``."""
@@ -158,12 +163,17 @@ async def _serve(
         config, face="gateway", store=store, approver=downstream.relay.approve,
         callbacks=downstream.client_callbacks(), wait=not options.stdio, connection_factory=connection_factory,
     )  # fmt: skip
+    surface: Guard = host
+    if options.functions:
+        await host.add_tools(options.functions)
+    if options.agents:
+        surface = host.scoped(await serve_agents(host, options.agents))
     async with host, anyio.create_task_group() as tg:
         if options.http is not None:
             options = replace(options, http=_with_apps(host, options, downstream))
         only = toolset_named(config, options.toolset) if options.toolset is not None else None
         toolsets: dict[str, Gateway] = {}
-        if only is None and options.http is not None:
+        if only is None and options.http is not None and not options.agents:  # --agent: its tools alone
             for name in config.toolsets:
                 served = Toolset.of(name, config.toolsets[name], config.discovery)
                 toolsets[name] = Gateway(
@@ -171,7 +181,7 @@ async def _serve(
                 )
         # Made last: the downstream's URI and unsubscribe hooks follow the gateway that sees every resource,
         # and it alone announces list changes, to every client of every path (they share the downstream).
-        gateway = Gateway(host, downstream=downstream, separator=options.separator, toolset=only)
+        gateway = Gateway(surface, downstream=downstream, separator=options.separator, toolset=only)
         for served_gateway in toolsets.values():
             served_gateway.metrics = gateway.metrics
         stop = anyio.Event()
@@ -228,6 +238,14 @@ class ByPrefix:
             await self.rest(scope, receive, send)
         else:
             await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
+
+
+async def serve_agents(host: Host, agents: Sequence[str]) -> ToolScope:
+    """Add ``ask_NAME`` for each agent to ``host``; the scope that shows a client those tools alone."""
+    from mcpmux.bridge.ask import AgentTools
+
+    names = await AgentTools(host).install(agents)
+    return ToolScope(f"mcpmux serve --agent {' '.join(agents)}", "gateway", tuple(names))
 
 
 def _report_failed(host: Host, announce: Callable[[str], None]) -> None:

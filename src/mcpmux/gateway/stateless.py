@@ -65,6 +65,7 @@ class ParkedCall:
         self._result: types.CallToolResult | None = None
         self._error: BaseException | None = None
         self._scope = anyio.CancelScope()
+        self._waiting = 0
 
     @property
     def state(self) -> str:
@@ -82,7 +83,12 @@ class ParkedCall:
             self._error = exc
         finally:
             self.finished_at = time.monotonic()
-            self._changed.set()
+            self._notify()
+
+    def _notify(self) -> None:
+        """Wake every round waiting on this call (several may: a retry racing a replay)."""
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
 
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Progress of the call, to the client's current round (lost between rounds)."""
@@ -99,7 +105,7 @@ class ParkedCall:
         """Hold ``request`` for the next round to put to the client; wait for the answer a retry brings."""
         key = f"mcpmux-{next(self._keys)}"
         question = self._questions[key] = _Question(request)
-        self._changed.set()
+        self._notify()
         try:
             with anyio.move_on_after(RELAY_TIMEOUT_S):
                 await question.answered.wait()
@@ -127,6 +133,8 @@ class ParkedCall:
                 question.answer = answer
                 question.answered.set()
         while True:
+            # Taken before looking, so a change after the look wakes this round (and any other).
+            changed = self._changed
             if self.finished_at is not None:
                 if self._error is not None:
                     raise self._error
@@ -135,16 +143,17 @@ class ParkedCall:
             asked = {key: q.request for key, q in self._questions.items() if q.answer is None}
             if asked:
                 return types.InputRequiredResult(input_requests=asked, request_state=self.state)
-            # One event for every round waiting now (racing retries of one requestState): replaced only
-            # once it has fired, so a round never waits on an event nobody will set.
-            if self._changed.is_set():
-                self._changed = anyio.Event()
+            self._waiting += 1
             try:
-                await self._changed.wait()
+                await changed.wait()
             except anyio.get_cancelled_exc_class():
-                # The client gave up this round while nothing was asked of it: it left the call.
-                self._scope.cancel()
+                # The client gave up this round while nothing was asked of it: it left the call,
+                # unless another round of it still waits for the result.
+                if self._waiting == 1:
+                    self._scope.cancel()
                 raise
+            finally:
+                self._waiting -= 1
 
 
 class ParkedCalls:

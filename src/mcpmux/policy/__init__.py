@@ -7,6 +7,7 @@ from mcpmux.policy.guard import Exposure, Guard, Suspicion
 from mcpmux.policy.pins import Pin, PinBook, definition_hash
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import Finding, scan_tool, scan_tools, suspect
+from mcpmux.policy.scope import ToolScope, agent_scope
 from mcpmux.policy.store import StateStore
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "Rules",
     "StateStore",
     "Suspicion",
+    "ToolScope",
+    "agent_scope",
     "definition_hash",
     "scan_tool",
     "scan_tools",

@@ -19,13 +19,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
 
-from mcpmux.config.models import Config, declared_for
+from mcpmux.config.models import AgentConfig, Config, declared_for
 from mcpmux.errors import (
     ApprovalDenied,
     InvalidArguments,
@@ -44,6 +45,7 @@ from mcpmux.policy.cache import ResultCache
 from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import Finding, scan_tool, suspect
+from mcpmux.policy.scope import ToolScope, agent_scope
 from mcpmux.policy.store import StateStore
 from mcpmux.policy.toolsets import Toolset
 from mcpmux.policy.validation import ArgumentCheck
@@ -132,6 +134,7 @@ class Guard:
         self._in_flight: dict[str, list[_InFlight]] = {}
         self._check_arguments = ArgumentCheck()
         self.cache = ResultCache()
+        self.scope: ToolScope | None = None
         self.toolset: Toolset | None = None
 
     # -- what may be seen --------------------------------------------------------------------
@@ -159,6 +162,8 @@ class Guard:
         return [self._exposure(tool, snapshot) for tool in tools]
 
     def _exposure(self, tool: ToolInfo, everyone: Callable[[], Sequence[ToolInfo]] | None = None) -> Exposure:
+        if self.scope is not None and not self.scope.admits(tool):
+            return Exposure(tool, False, "denied", self.scope.rule)
         key = (tool.server, tool.tool, self._hash(tool))
         cached = self._exposures.get(key)
         if cached is not None:
@@ -169,8 +174,10 @@ class Guard:
         else:
             scanner = self._suspicion
             others = everyone or self.manager.tools
-            suspicion = None if scanner is None else lambda: scanner(tool, others())
-            verdict = self.pins.check(tool, suspicion=suspicion)
+            scan = None if scanner is None else lambda t: scanner(t, others())
+            suspicion = None if scan is None else lambda: scan(tool)
+            server_tools = partial(self.manager.tools, tool.server)
+            verdict = self.pins.check(tool, suspicion=suspicion, listing=server_tools, scan=scan)
             exposure = Exposure(
                 tool, verdict.exposed, "ok" if verdict.exposed else "quarantined", verdict.reason, verdict
             )
@@ -285,6 +292,24 @@ class Guard:
         other.face, other.approver = face, approver
         return other
 
+    def for_agent(self, agent: AgentConfig | str) -> Guard:
+        """This guard held to one agent's allow-list (its ``tools`` or ``toolset``).
+
+        Tools outside it are neither listed nor callable: a call is refused like a denied tool
+        and audited with the caller ``agent:NAME``.
+
+        Raises:
+            UsageError: no such agent, or its toolset is not configured.
+        """
+        entry = self.config.agent(agent) if isinstance(agent, str) else agent
+        return self.scoped(agent_scope(self.config, entry))
+
+    def scoped(self, scope: ToolScope) -> Guard:
+        """This guard (same face, approver, stores) held to ``scope`` as well as the rules."""
+        other = self.with_face(self.face, self.approver)
+        other.scope = scope
+        return other
+
     def with_toolset(self, toolset: Toolset | None) -> Guard:
         """This guard restricted to ``toolset``: what is outside it is neither listed nor reachable.
 
@@ -343,6 +368,7 @@ class Guard:
             MCPMuxError: the call itself failed (see :meth:`Manager.call_tool`).
         """
         args = dict(arguments or {})
+        caller = caller if caller is not None or self.scope is None else self.scope.caller
         tool = self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)
         if self.toolset is not None:
             self._outside(tool, args, caller, self.toolset.has_tool(tool))
@@ -431,6 +457,8 @@ class Guard:
         check_arguments: bool = False,
     ) -> Decision:
         decision = self.rules.call(tool, args)
+        if decision.action != "deny" and self.scope is not None and not self.scope.admits(tool):
+            decision = Decision("deny", self.scope.rule)
         if decision.action == "deny":
             self._refused(tool, args, caller, "denied", decision.rule)
             raise ToolDenied(tool.name, decision.rule)
@@ -678,14 +706,18 @@ class Guard:
         return ToolInfo.make(name=name, server=server, tool=verb, synthetic=True)
 
     def _verb_listing(self, server: str, verb: str) -> Decision:
-        return self.rules.listing(self._verb_tool(server, verb))
+        tool = self._verb_tool(server, verb)
+        if self.scope is not None and not self.scope.admits(tool):
+            return Decision("deny", self.scope.rule)
+        return self.rules.listing(tool)
 
     def is_denied(self, server: str) -> bool:
         """Whether the rules deny every tool of ``server`` (its synthetic ones too; ``server:*`` when none is known)."""
         tools = self.manager.tools(server)
         if not tools:
             tools = [self._verb_tool(server, "*")]
-        return all(self.rules.listing(t).action == "deny" for t in tools)
+        scope = self.scope
+        return all(self.rules.listing(t).action == "deny" or (scope and not scope.admits(t)) for t in tools)
 
 
 def _is_error(result: types.CallToolResult) -> bool:

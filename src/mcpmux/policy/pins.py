@@ -11,6 +11,14 @@ another server with its own pins, never quarantined for differing from this one.
 identities (schema version 1) are kept as legacy rows: the first time a server of that name is
 checked, each legacy pin is copied to its identity with its state (approved, or waiting).
 
+Hash pins alone miss renames: a server that drops ``read`` and lists ``read_v2`` with the same
+definition would get a fresh pin under ``tofu``. Given the server's current listing, a tool seen
+for the first time on a server that was pinned already is quarantined: as ``renamed from X`` when
+a pinned tool that vanished had the same or a near-identical definition (its diff is against X's),
+else as a new tool added after the server's first listing. A definition that changed only in
+invisible or look-alike characters says so, and its diff shows the code points
+(:mod:`mcpmux.policy.lookalikes`).
+
 Modes (``security.pinning``): ``tofu`` pins a tool the first time it is seen; ``strict`` exposes no
 tool until approved (``mcpmux approve``); ``off`` pins nothing.
 """
@@ -21,7 +29,7 @@ import difflib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -29,11 +37,14 @@ from typing import Any, Literal
 from mcpmux.config.models import ServerConfig
 from mcpmux.json_shapes import JSONObject
 from mcpmux.manager.models import ToolInfo
+from mcpmux.policy.lookalikes import invisible_change, rename_source, reveal
 from mcpmux.policy.store import LEGACY_IDENTITY, StateStore
 
 __all__ = ["Pin", "PinBook", "PinVerdict", "canonical_definition", "definition_hash", "server_identity"]
 
 PinningMode = Literal["off", "tofu", "strict"]
+NEWCOMER = "new tool on an already pinned server"
+"""The start of the reason a tool added to a pinned server is held back with."""
 _PINNED_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 
@@ -100,13 +111,27 @@ class Pin:
         return self.server, self.tool
 
     def diff(self) -> str:
-        """A unified diff from the pinned to the pending definition (empty if nothing is pending)."""
-        if self.pending_definition is None:
+        """A unified diff from the pinned to the pending definition (empty if nothing is pending).
+
+        Invisible characters show as ``<U+200B ZERO WIDTH SPACE>``; a rename's diff is against the
+        definition of the tool it replaced, and starts with the reason (``# renamed from X``); a
+        tool added to a pinned server shows its whole definition as added.
+        """
+        newcomer = not self.approved and NEWCOMER in (self.pending_reason or "")
+        if self.pending_definition is None and not newcomer:
             return ""
-        before = json.dumps(self.definition, indent=2, sort_keys=True).splitlines()
-        after = json.dumps(self.pending_definition, indent=2, sort_keys=True).splitlines()
-        lines = difflib.unified_diff(before, after, "pinned", "now", lineterm="", n=1)
-        return "\n".join(lines)
+        if self.pending_definition is None:  # nothing was pinned under this name: all of it is new
+            before, after, labels, context = [], _shown(self.definition), ("nothing pinned", "now"), 0
+        else:
+            before, after, labels, context = (
+                _shown(self.definition),
+                _shown(self.pending_definition),
+                ("pinned", "now"),
+                1,
+            )
+        lines = difflib.unified_diff(before, after, *labels, lineterm="", n=context)
+        head = [f"# {self.pending_reason}"] if self.pending_reason and _explained(self.pending_reason) else []
+        return "\n".join([*head, *lines])
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,37 +159,93 @@ class PinBook:
         # Legacy rows come only from upgrading a version 1 file when it is opened: once none are
         # found, none appear later, and a first sight costs no lookup of them.
         self._legacy_rows: bool | None = None
+        self._trusted: set[str] = set()
+
+    def trust(self, server: str, identity: str) -> None:
+        """Expose ``server``'s tools without pins: code of this program (``Host.add_tools``), not a peer's."""
+        self._identities[server] = identity
+        self._trusted.add(server)
 
     def identity(self, server: str) -> str:
         """The identity ``server``'s pins are kept under."""
         return self._identities.get(server, LEGACY_IDENTITY)
 
-    def check(self, tool: ToolInfo, *, suspicion: Callable[[], str | None] | None = None) -> PinVerdict:
+    def check(
+        self,
+        tool: ToolInfo,
+        *,
+        suspicion: Callable[[], str | None] | None = None,
+        listing: Callable[[], Sequence[ToolInfo]] | None = None,
+        scan: Callable[[ToolInfo], str | None] | None = None,
+    ) -> PinVerdict:
         """Pin ``tool`` on first sight (tofu), compare it with its pin, and say if it may be exposed.
 
         ``suspicion`` (the scanner) is asked only about a definition seen for the first time or
         changed: a high-severity finding quarantines it even under ``tofu``. A definition already
         pinned (scanned then, or approved by a person) is not scanned again.
+
+        ``listing`` gives the server's current tools; with it the first sight of a server pins its
+        whole listing (each tool scanned by ``scan``), and a tool first seen on a server pinned
+        already is quarantined, as a rename of a vanished tool when one resembles it. Without it
+        every first sight is trusted as before.
         """
-        if self.mode == "off" or tool.synthetic:
-            return PinVerdict(True, "pinning is off" if self.mode == "off" else "made by mcpmux", None)
+        if self.mode == "off" or tool.synthetic or tool.server in self._trusted:
+            why = "made by mcpmux" if tool.synthetic else "this program's own"
+            why = "pinning is off" if self.mode == "off" else why
+            return PinVerdict(True, why, None)
         definition = canonical_definition(tool)
         text = _canonical_json(definition)
         digest = _digest(text)
         pin = self.get(tool.server, tool.tool) or self._adopt_legacy(tool.server, tool.tool)
         if pin is None:
             suspicious = suspicion() if suspicion is not None else None
-            approved = self.mode == "tofu" and suspicious is None
-            reason = suspicious or ("awaiting approval (pinning: strict)" if not approved else "")
+            known = self.pins(tool.server) if listing is not None else None
+            late = self._newcomer(definition, known, listing) if known and listing is not None else None
+            if late is not None and late[1] is not None:
+                pin = self._insert_rename(tool, digest, definition, late[1], _joined(late[0], suspicious) or late[0])
+                return PinVerdict(False, pin.pending_reason or late[0], pin)
+            approved = self.mode == "tofu" and suspicious is None and late is None
+            strict = "awaiting approval (pinning: strict)" if self.mode == "strict" else None
+            reason = _joined(suspicious, strict or (late[0] if late is not None else None))
             pin = self._insert(tool, digest, text, approved, reason or None)
+            if known == [] and listing is not None:
+                self._pin_first_listing(tool, listing(), scan)
         elif pin.hash != digest:
             if pin.pending_hash != digest:
                 suspicious = suspicion() if suspicion is not None else None
-                pin = self._set_pending(pin, digest, definition, suspicious or "definition changed")
+                why = _joined(invisible_change(pin.definition, definition), suspicious) or "definition changed"
+                pin = self._set_pending(pin, digest, definition, why)
             return PinVerdict(False, pin.pending_reason or "definition changed", pin)
         if not pin.approved:
             return PinVerdict(False, pin.pending_reason or "awaiting approval", pin)
         return PinVerdict(True, "pinned", pin)
+
+    def _newcomer(
+        self, definition: JSONObject, known: list[Pin], listing: Callable[[], Sequence[ToolInfo]]
+    ) -> tuple[str, Pin | None]:
+        """Why a tool first seen on a server with pins (``known``) is held back, and the pin it renames."""
+        listed = {t.tool for t in listing() if not t.synthetic}
+        vanished = {p.tool: p.definition for p in known if p.tool not in listed and not _needs_approval(p)}
+        match = rename_source(definition, vanished)
+        if match is None:
+            return f"{NEWCOMER}: approve it to expose it", None
+        source = next(p for p in known if p.tool == match[0])
+        alike = "definition otherwise identical" if match[1] == 1.0 else f"definition {match[1]:.0%} alike"
+        return f"renamed from {match[0]} ({alike})", source
+
+    def _pin_first_listing(
+        self, seen: ToolInfo, listing: Sequence[ToolInfo], scan: Callable[[ToolInfo], str | None] | None
+    ) -> None:
+        """Pin every tool of a server's first listing now (each scanned), so a tool that is not in
+        it is a newcomer later, in this process or another."""
+        for tool in listing:
+            if tool.synthetic or tool.tool == seen.tool or self._adopt_legacy(tool.server, tool.tool) is not None:
+                continue
+            text = _canonical_json(canonical_definition(tool))
+            suspicious = scan(tool) if scan is not None else None
+            approved = self.mode == "tofu" and suspicious is None
+            strict = "awaiting approval (pinning: strict)" if self.mode == "strict" else None
+            self._insert(tool, _digest(text), text, approved, _joined(suspicious, strict))
 
     def approve(self, server: str, tool: str | None = None) -> list[Pin]:
         """Approve the pending definitions of ``server`` (or one tool); return what was approved."""
@@ -249,6 +330,21 @@ class PinBook:
         assert pin is not None
         return pin
 
+    def _insert_rename(self, tool: ToolInfo, digest: str, definition: JSONObject, source: Pin, reason: str) -> Pin:
+        """Pin ``tool`` as a rename of ``source``: pinned as ``source`` was, the new definition pending."""
+        identity, pinned_at = self.identity(tool.server), time.time()
+        row = (identity, tool.server, tool.tool, source.hash, _canonical_json(source.definition), pinned_at, digest,
+               _canonical_json(definition), reason)  # fmt: skip
+        with self._store.write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO pins (identity, server, tool, hash, definition, approved, pinned_at,"
+                " pending_hash, pending_definition, pending_reason) VALUES (?,?,?,?,?,0,?,?,?,?)",
+                row,
+            )
+        pin = self.get(tool.server, tool.tool)
+        assert pin is not None
+        return pin
+
     def _set_pending(self, pin: Pin, digest: str, definition: JSONObject, reason: str) -> Pin:
         with self._store.write() as db:
             db.execute(
@@ -268,6 +364,19 @@ def _pin(row: tuple[Any, ...]) -> Pin:
     server, tool, digest, definition, approved, pinned_at, pending_hash, pending_definition, reason = row
     pending = json.loads(pending_definition) if pending_definition else None
     return Pin(server, tool, digest, json.loads(definition), bool(approved), pinned_at, pending_hash, pending, reason)
+
+
+def _joined(*reasons: str | None) -> str | None:
+    """The reasons given, most telling first, in one line."""
+    return "; ".join(r for r in reasons if r) or None
+
+
+def _shown(definition: JSONObject) -> list[str]:
+    return reveal(json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False)).splitlines()
+
+
+def _explained(reason: str) -> bool:
+    return reason.startswith(("renamed from", "changed only")) or NEWCOMER in reason
 
 
 def _needs_approval(pin: Pin) -> bool:
