@@ -83,10 +83,22 @@ def _block(where: str) -> str:
 
 
 def _first_match(tool: ToolInfo, patterns: tuple[str, ...], *, local: bool) -> str | None:
+    subjects = _subjects(tool)
     for pattern in patterns:
-        if fnmatchcase(tool.name, pattern) or (local and fnmatchcase(tool.tool, pattern)):
+        if any(fnmatchcase(subject, pattern) for subject in subjects) or (local and fnmatchcase(tool.tool, pattern)):
             return pattern
     return None
+
+
+def _subjects(tool: ToolInfo) -> tuple[str, ...]:
+    """The names a global pattern is matched against: the canonical name, and for a tool without a
+    namespace (its server's prefix is empty) ``SERVER:TOOL`` too, so ``fs:*`` covers server fs
+    whatever its prefix. Such a tool's bare name counts only when it has no ``:``: a server may not
+    name its tool ``other:read_x`` and pass for server ``other`` (or slip past a deny of ``other:*``)."""
+    if tool.name != tool.tool:
+        return (tool.name,)
+    qualified = f"{tool.server}:{tool.tool}"
+    return (qualified,) if ":" in tool.tool else (tool.name, qualified)
 
 
 def _rule_matches(rule: ApprovalRule, tool: ToolInfo, arguments: Mapping[str, Any], *, local: bool) -> bool:
