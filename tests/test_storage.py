@@ -79,10 +79,10 @@ def test_the_writer_thread_ends_when_idle_and_a_new_append_starts_another(
     with Database(tmp_path / "state.db", SCHEMA, 1, disposable=False) as database:
         database.append(INSERT, (1, "main"))
         database.flush()
-        first = database._writer
+        first = database._appender._writer
         assert first is not None
         first.join(timeout=5)
-        assert not first.is_alive() and database._writer is None
+        assert not first.is_alive() and database._appender._writer is None
         database.append(INSERT, (2, "main"))
         database.flush()
         assert count(tmp_path / "state.db") == 2
@@ -93,7 +93,7 @@ def test_a_row_that_cannot_be_written_is_reported_and_does_not_take_its_batch_wi
 ) -> None:
     path = tmp_path / "state.db"
     with Database(path, SCHEMA, 1, disposable=False) as database:
-        with database._queue:  # hold the writer back so the three rows go in one batch
+        with database._appender._queue:  # hold the writer back so the three rows go in one batch
             database.append(INSERT, (1, "good"))
             database.append(INSERT, (None, "bad"))  # n is NOT NULL
             database.append(INSERT, (3, "good"))
@@ -151,7 +151,7 @@ def test_the_writer_is_woken_when_its_queue_fills_not_for_every_row(
 
     path = tmp_path / "state.db"
     with Database(path, SCHEMA, 1, disposable=False) as database:
-        monkeypatch.setattr(database, "_queue", CountingCondition())
+        monkeypatch.setattr(database._appender, "_queue", CountingCondition())
         database.append(INSERT, (0, "main"))  # starts the writer
         database.flush()
         with database._lock:  # the writer takes its next batch, then waits for the file

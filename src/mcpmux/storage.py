@@ -22,13 +22,13 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Generic, Self, TypeVar
 
-__all__ = ["BUSY_TIMEOUT_MS", "Database", "enable_wal"]
+__all__ = ["BUSY_TIMEOUT_MS", "Appender", "Database", "enable_wal"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,84 @@ WRITER_IDLE_S = 2.0
 BATCH_LINGER_S = 0.02
 """How long the writer lets rows gather behind the first one before it commits them (unless flushed)."""
 FLUSH_TIMEOUT_S = 30.0
-_open_appenders: weakref.WeakSet[Database] = weakref.WeakSet()
+Row = TypeVar("Row")
+_open_appenders: weakref.WeakSet[Appender[Any]] = weakref.WeakSet()
+
+
+class Appender(Generic[Row]):
+    """Rows written behind the caller by one thread (see the module's docstring).
+
+    Args:
+        name: what the rows go to (the thread's name and log messages).
+        commit: writes one batch; it handles retries and bad rows itself (an exception loses the batch,
+            which is logged).
+    """
+
+    def __init__(self, name: str, commit: Callable[[list[Row]], None]) -> None:
+        self.name, self._commit = name, commit
+        self._queued: list[Row] = []
+        self._queue = threading.Condition()
+        self._writing = False
+        self._flushers = 0
+        self._writer: threading.Thread | None = None
+
+    def append(self, row: Row) -> None:
+        """Queue ``row`` for the writer thread and return at once."""
+        with self._queue:
+            was_empty = not self._queued
+            self._queued.append(row)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_queued, name=f"append {self.name}", daemon=True)
+                self._writer.start()
+                _open_appenders.add(self)
+            elif was_empty:
+                # The writer waits only on an empty queue; rows added behind others go in its next batch.
+                self._queue.notify_all()
+
+    def flush(self) -> None:
+        """Wait until every queued row is written (or given up on, which is logged).
+
+        The commit bounds each attempt; past :data:`FLUSH_TIMEOUT_S` the caller goes on without the
+        rows still queued (they are written later) and says so.
+        """
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S
+        with self._queue:
+            if not (self._queued or self._writing):
+                return
+            self._flushers += 1
+            self._queue.notify_all()  # a lingering writer commits now
+            try:
+                while self._queued or self._writing:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        message = "%s is busy: queued rows are not written yet after %g s; going on"
+                        logger.warning(message, self.name, FLUSH_TIMEOUT_S)
+                        return
+                    self._queue.wait(left)
+            finally:
+                self._flushers -= 1
+
+    def _write_queued(self) -> None:
+        # Runs while there is work; after WRITER_IDLE_S without any the thread ends (append starts another).
+        while True:
+            with self._queue:
+                if not self._queued:
+                    self._queue.wait(WRITER_IDLE_S)
+                if not self._queued:
+                    self._writer = None
+                    return
+                if not self._flushers:
+                    # Rows of a burst of calls gather behind the first: one wake and one commit for all.
+                    self._queue.wait(BATCH_LINGER_S)
+                batch, self._queued, self._writing = self._queued, [], True
+            try:
+                self._commit(batch)
+            except Exception:
+                logger.exception("%d rows could not be written to %s and are lost", len(batch), self.name)
+            finally:
+                with self._queue:
+                    self._writing = False
+                    self._queue.notify_all()
 
 
 class Database:
@@ -57,11 +134,7 @@ class Database:
         self._schema, self._version, self._disposable = schema, version, disposable
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
-        self._queued: list[tuple[str, tuple[object, ...]]] = []
-        self._queue = threading.Condition()
-        self._writing = False
-        self._flushers = 0
-        self._writer: threading.Thread | None = None
+        self._appender: Appender[tuple[str, tuple[object, ...]]] = Appender(str(path), self._commit)
 
     def __enter__(self) -> Self:
         return self
@@ -102,62 +175,11 @@ class Database:
 
     def append(self, sql: str, parameters: tuple[object, ...]) -> None:
         """Queue one insert for the writer thread and return at once (see the module's docstring)."""
-        with self._queue:
-            was_empty = not self._queued
-            self._queued.append((sql, parameters))
-            if self._writer is None:
-                name = f"sqlite-append {self.path}"
-                self._writer = threading.Thread(target=self._write_queued, name=name, daemon=True)
-                self._writer.start()
-                _open_appenders.add(self)
-            elif was_empty:
-                # The writer waits only on an empty queue; rows added behind others go in its next batch.
-                self._queue.notify_all()
+        self._appender.append((sql, parameters))
 
     def flush(self) -> None:
-        """Wait until every queued append is written (or given up on, which is logged).
-
-        The writer bounds each attempt by SQLite's busy timeout; past :data:`FLUSH_TIMEOUT_S` the
-        caller goes on without the rows still queued (they are written later) and says so.
-        """
-        deadline = time.monotonic() + FLUSH_TIMEOUT_S
-        with self._queue:
-            if not (self._queued or self._writing):
-                return
-            self._flushers += 1
-            self._queue.notify_all()  # a lingering writer commits now
-            try:
-                while self._queued or self._writing:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        message = "%s is busy: queued rows are not written yet after %g s; going on"
-                        logger.warning(message, self.path, FLUSH_TIMEOUT_S)
-                        return
-                    self._queue.wait(left)
-            finally:
-                self._flushers -= 1
-
-    def _write_queued(self) -> None:
-        # Runs while there is work; after WRITER_IDLE_S without any the thread ends (append starts another).
-        while True:
-            with self._queue:
-                if not self._queued:
-                    self._queue.wait(WRITER_IDLE_S)
-                if not self._queued:
-                    self._writer = None
-                    return
-                if not self._flushers:
-                    # Rows of a burst of calls gather behind the first: one wake and one commit for all.
-                    self._queue.wait(BATCH_LINGER_S)
-                batch, self._queued, self._writing = self._queued, [], True
-            try:
-                self._commit(batch)
-            except Exception:
-                logger.exception("%d rows could not be written to %s and are lost", len(batch), self.path)
-            finally:
-                with self._queue:
-                    self._writing = False
-                    self._queue.notify_all()
+        """Wait until every queued append is written (see :meth:`Appender.flush`)."""
+        self._appender.flush()
 
     def _commit(self, batch: list[tuple[str, tuple[object, ...]]]) -> None:
         for attempt in range(1, APPEND_ATTEMPTS + 1):
@@ -269,5 +291,5 @@ def enable_wal(db: sqlite3.Connection, timeout_ms: int = BUSY_TIMEOUT_MS) -> Non
 
 @atexit.register
 def _flush_at_exit() -> None:
-    for database in list(_open_appenders):
-        database.flush()
+    for appender in list(_open_appenders):
+        appender.flush()

@@ -132,9 +132,18 @@ def test_tokens_made_before_can_approve_existed_may_not_approve(tmp_path: Path) 
     from mcpmux.policy import StateStore
 
     path = tmp_path / "state.db"
-    with StateStore(path) as store, store.write() as db:
-        db.execute("CREATE TABLE gateway_tokens (name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_at REAL)")
-        db.execute("INSERT INTO gateway_tokens VALUES ('old', ?, 1.0)", (hash_token("mcpmux_old"),))
+    # A state.db of the mcpmux before tokens could approve (schema version 2, the first tokens table).
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE pins (identity TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL, hash TEXT NOT NULL,"
+        " definition TEXT NOT NULL, approved INTEGER NOT NULL, pinned_at REAL NOT NULL, pending_hash TEXT,"
+        " pending_definition TEXT, pending_reason TEXT, PRIMARY KEY (identity, server, tool));"
+        "CREATE TABLE gateway_tokens (name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_at REAL);"
+        "PRAGMA user_version = 2;"
+    )
+    old.execute("INSERT INTO gateway_tokens VALUES ('old', ?, 1.0)", (hash_token("mcpmux_old"),))
+    old.commit()
+    old.close()
     with StateStore(path) as store:
         tokens = TokenStore(store)
         old = tokens.check("mcpmux_old")
@@ -143,6 +152,6 @@ def test_tokens_made_before_can_approve_existed_may_not_approve(tmp_path: Path) 
         assert [(t.name, t.can_approve) for t in tokens.list()] == [("new", True), ("old", False)]
     db = sqlite3.connect(path)
     try:
-        assert db.execute("SELECT count(*) FROM gateway_tokens").fetchone() == (2,)
+        assert db.execute("SELECT count(*) FROM mcpmux_gateway_tokens").fetchone() == (2,)
     finally:
         db.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from starlette.types import Message, Receive, Scope, Send
 
 from mcpmux.errors import ConfigError
@@ -91,7 +92,7 @@ def test_tokens_are_stored_hashed_listed_by_name_and_revocable(tokens: TokenStor
     secret = tokens.create("alice")
     assert tokens.verify(secret) == "alice" and tokens.verify(secret + "x") is None
     with tokens.store.read() as db:
-        assert db.execute("SELECT hash FROM gateway_tokens").fetchall() == [(hash_token(secret),)]
+        assert [tuple(r) for r in db.execute(text("SELECT hash FROM mcpmux_gateway_tokens"))] == [(hash_token(secret),)]
     with pytest.raises(ConfigError, match="exists"):
         tokens.create("alice")
     assert [t.name for t in tokens.list()] == ["alice"]

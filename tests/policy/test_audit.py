@@ -27,7 +27,7 @@ def record(audit: AuditLog, arguments: dict[str, Any], n: int = 0) -> None:
 
 def rows(path: Path) -> int:
     with sqlite3.connect(path) as db:
-        (count,) = db.execute("SELECT count(*) FROM audit").fetchone()
+        (count,) = db.execute("SELECT count(*) FROM mcpmux_audit").fetchone()
     return int(count)
 
 

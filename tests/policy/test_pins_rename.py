@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from sqlalchemy import text
 
 from mcpmux.config.models import Config, SecurityConfig, Settings, StdioServerConfig
 from mcpmux.errors import ToolDefinitionChanged, ToolQuarantined
@@ -152,7 +153,8 @@ async def test_unchanged_tools_keep_their_pin_hash_through_a_rename_next_to_them
 
 def _pins(store: StateStore) -> list[tuple[str, str, int]]:
     with store.read() as db:
-        return [tuple(r) for r in db.execute("SELECT tool, hash, approved FROM pins WHERE server='ch'").fetchall()]
+        rows = db.execute(text("SELECT tool, hash, approved FROM mcpmux_pins WHERE server='ch'")).all()
+        return [(str(t), str(h), int(a)) for t, h, a in rows]
 
 
 @pytest.mark.subprocess

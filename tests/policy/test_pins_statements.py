@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.pins import PinBook
@@ -29,13 +30,15 @@ def test_a_new_tool_is_pinned_with_one_lookup_and_one_insert(store: StateStore) 
     pins = PinBook(store, "tofu", {"a": "identity-of-a"})
     pins.check(tool("warm"))  # the one-time look for legacy rows
     statements: list[str] = []
-    with store.read() as db:
-        db.set_trace_callback(statements.append)
+
+    def seen(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", seen)
     try:
         verdict = pins.check(tool("read"))
     finally:
-        with store.read() as db:
-            db.set_trace_callback(None)
+        event.remove(store.engine, "before_cursor_execute", seen)
     assert verdict.exposed
     assert verdict.pin is not None
     assert (verdict.pin.hash, verdict.pin.approved) == (pins.get("a", "read").hash, True)  # type: ignore[union-attr]

@@ -94,7 +94,7 @@ async def open_runtime(
 ) -> AsyncIterator[ApiRuntime]:
     """Start a manager over ``config`` and the registered sources; stop it on exit."""
     merged = await anyio.to_thread.run_sync(registry.with_sources, config)
-    state = store or StateStore()
+    state = store or StateStore.configured(config)
     async with Host(merged, face="api", store=state, wait=False) as host:
         yield ApiRuntime(config, registry, host.manager, host, state, tokens, allow_process_sources)
 

@@ -48,7 +48,7 @@ def build_api(
         allow_process_sources: let network callers register sources that start a process.
         console: makes the web console, served at ``/ui`` over the API's runtime (``None``: no console).
     """
-    state = store or StateStore()
+    state = store or StateStore.configured(config)
     tokens = TokenStore(state)
     rules = security or HttpSecurity(tokens=tokens)
     holder: list[ApiRuntime] = []

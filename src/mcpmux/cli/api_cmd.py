@@ -65,9 +65,9 @@ def api_cmd(
     if not is_loopback(host) and not (ssl_certfile or insecure_http):
         raise click.UsageError("off loopback the API needs TLS (--ssl-certfile, --ssl-keyfile) or --insecure-http")
     config = load_config(state().config_path)
-    registry = SourceRegistry(db_url)
+    registry = SourceRegistry.configured(config, db_url)
     redact_logs(config.secret_values)
-    store = StateStore()
+    store = StateStore.configured(config, db_url)
     security = http_security(
         host, TokenStore(store), require_auth=not is_loopback(host), allow_hosts=allow_host,
         allow_origins=allow_origin, max_body_bytes=4 * 1024 * 1024, option="--http",

@@ -12,7 +12,7 @@ import time
 import click
 
 from mcpmux.cli.completion import complete_tools
-from mcpmux.cli.output import emit, json_option, table
+from mcpmux.cli.output import command_state_store, emit, json_option, table
 from mcpmux.errors import ConfigError, ConfigProblem
 
 __all__ = ["approvals"]
@@ -28,9 +28,9 @@ def approvals() -> None:
 @json_option
 def approvals_list(all_projects: bool) -> None:
     """List the standing approvals of this project: what, for whom (scope), since when."""
-    from mcpmux.policy import Approvals, StateStore
+    from mcpmux.policy import Approvals
 
-    with StateStore() as store:
+    with command_state_store() as store:
         rows = Approvals(store).standing(every_project=all_projects)
 
     def render() -> None:
@@ -51,12 +51,12 @@ def approvals_list(all_projects: bool) -> None:
 @json_option
 def approvals_revoke(target: str | None, face: str | None, caller: str | None, everything: bool) -> None:
     """Revoke standing approvals of SERVER (or one TOOL of it) in this project; the next call asks again."""
-    from mcpmux.policy import Approvals, StateStore
+    from mcpmux.policy import Approvals
 
     if (target is None) == (not everything):
         raise click.UsageError("name SERVER[:TOOL] to revoke, or --all")
     server, _, tool = (target or "").partition(":")
-    with StateStore() as store:
+    with command_state_store() as store:
         revoked = Approvals(store).forget(server or None, tool or None, face=face, caller=caller)
     if not revoked:
         problem = f"no standing approval matches {target or 'this project'}"

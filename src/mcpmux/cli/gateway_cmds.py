@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import click
 
-from mcpmux.cli.output import emit, json_option, redact_logs, state, table
+from mcpmux.cli.output import command_state_store, emit, json_option, redact_logs, state, table
 from mcpmux.config import Config, load_config
 from mcpmux.errors import ConfigError, ConfigProblem, NotFound, closest
 from mcpmux.sources.merge import with_registered
@@ -114,7 +114,7 @@ def serve_cmd(
     redact_logs(config.secret_values)
     for name in agents:
         config.agent(name)  # an unknown agent is a usage error before anything starts
-    store = StateStore()
+    store = StateStore.configured(config, db_url)
     tokens = TokenStore(store)
     external = _external_tokens(oauth_issuer, oauth_resource)
 
@@ -172,7 +172,7 @@ def _api_factory(config: Config, db_url: str | None) -> Any:
     from mcpmux.api.serve import mounted_api
     from mcpmux.sources.registry import SourceRegistry
 
-    registry = SourceRegistry(db_url)
+    registry = SourceRegistry.configured(config, db_url)
     return lambda host, security: mounted_api(host, security, config, registry)
 
 
@@ -188,7 +188,8 @@ def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
         from mcpmux.api.runtime import runtime_over
         from mcpmux.sources.registry import SourceRegistry
 
-        sources = None if no_api else runtime_over(host, config, SourceRegistry(db_url), tokens=security.tokens)
+        registry = None if no_api else SourceRegistry.configured(config, db_url)
+        sources = None if registry is None else runtime_over(host, config, registry, tokens=security.tokens)
         if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
             click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
         return build_console(host, security, pending=pending, key=key, sources=lambda: sources)
@@ -252,7 +253,6 @@ def token() -> None:
 def token_create(name: str, can_approve: bool, scopes: tuple[str, ...], toolsets: tuple[str, ...] = ()) -> None:
     """Create a token called NAME and print it (it is shown only this once)."""
     from mcpmux.gateway.tokens import DEFAULT_API_SCOPES, TokenStore
-    from mcpmux.policy import StateStore
     from mcpmux.policy.toolsets import toolset_named
 
     if toolsets:
@@ -260,7 +260,7 @@ def token_create(name: str, can_approve: bool, scopes: tuple[str, ...], toolsets
         for toolset in toolsets:
             toolset_named(config, toolset)  # a typo would make a token that sees nothing
     chosen = scopes or DEFAULT_API_SCOPES
-    with StateStore() as store:
+    with command_state_store() as store:
         secret = TokenStore(store).create(name, can_approve=can_approve, scopes=chosen, toolsets=toolsets)
     emit(
         {
@@ -284,9 +284,8 @@ def token_create(name: str, can_approve: bool, scopes: tuple[str, ...], toolsets
 def token_list() -> None:
     """List the tokens (names and creation times; never the tokens)."""
     from mcpmux.gateway.tokens import TokenStore
-    from mcpmux.policy import StateStore
 
-    with StateStore() as store:
+    with command_state_store() as store:
         tokens = TokenStore(store).list()
     rows = [
         {
@@ -310,9 +309,8 @@ def token_list() -> None:
 def token_revoke(name: str) -> None:
     """Revoke the token called NAME (a running 'mcpmux serve' refuses it from its next request)."""
     from mcpmux.gateway.tokens import TokenStore
-    from mcpmux.policy import StateStore
 
-    with StateStore() as store:
+    with command_state_store() as store:
         tokens = TokenStore(store)
         revoked = tokens.revoke(name)
         known = [t.name for t in tokens.list()]

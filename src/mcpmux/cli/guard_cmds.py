@@ -13,7 +13,7 @@ import click
 
 from mcpmux.cli.completion import complete_servers, complete_tools
 from mcpmux.cli.host_cmds import managed, run
-from mcpmux.cli.output import emit, json_option, table
+from mcpmux.cli.output import command_state_store, emit, json_option, table
 from mcpmux.config import Config
 from mcpmux.json_shapes import JSONObject
 
@@ -91,7 +91,7 @@ def pins_cmd(server: str | None) -> None:
     config = load_config(state().config_path)
     project = Path.cwd().resolve()
     identities = {s.name: server_identity(s, project) for s in config.servers}
-    with StateStore() as store:
+    with StateStore.configured(config) as store:
         pins = PinBook(store, config.security.pinning, identities).pins(server)
     rows = [_pin_json(p) for p in pins]
 
@@ -131,9 +131,9 @@ def _pin_json(pin: Any) -> JSONObject:
 @json_option
 def audit_cmd(since: str | None, server: str | None, tool: str | None, limit: int) -> None:
     """Show the audit log of calls, newest first: who called what, the decision, and how it ended."""
-    from mcpmux.policy import AuditLog, StateStore
+    from mcpmux.policy import AuditLog
 
-    with StateStore() as store:
+    with command_state_store() as store:
         rows = AuditLog(store).query(since=_since(since), server=server, tool=tool, limit=limit)
 
     def render() -> None:

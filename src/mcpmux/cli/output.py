@@ -21,10 +21,12 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from mcpmux.config import Config
+    from mcpmux.policy import StateStore
 
 __all__ = [
     "clip",
     "command_config",
+    "command_state_store",
     "emit",
     "err_console",
     "json_option",
@@ -138,6 +140,19 @@ def command_config() -> Config:
         meta[CONFIG_META_KEY] = with_registered(load_config(state().config_path))
     config: Config = meta[CONFIG_META_KEY]
     return config
+
+
+def command_state_store() -> StateStore:
+    """The state database of the running command: ``MCPMUX_DB``, else ``storage.url`` of its
+    configuration (read only when needed), else the data dir's ``state.db``."""
+    from mcpmux.config.paths import configured_url
+    from mcpmux.policy import StateStore
+
+    if configured_url() is not None:
+        return StateStore()
+    from mcpmux.config import load_config
+
+    return StateStore.configured(load_config(state().config_path))
 
 
 class _RedactingFilter(logging.Filter):

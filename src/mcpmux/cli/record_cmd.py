@@ -46,7 +46,7 @@ def record_cmd(name: str, output: Path, http_addr: str | None) -> None:
         http = HttpOptions(host=host, port=port)
     options = ServeOptions(stdio=http is None, http=http)
     quiet_sdk_tracing()
-    store = StateStore()
+    store = StateStore.configured(config)
     try:
         anyio.run(lambda: serve(only, options, store=store, connection_factory=recorder.connection_factory))
     finally:

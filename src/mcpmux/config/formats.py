@@ -62,9 +62,9 @@ def normalise_document(tree: Any, source: str, path: Path | None = None) -> Docu
 def _ours(tree: JSONObject, source: str) -> Document:
     doc = Document(source, "mcpmux", tree)
     for key in tree:
-        if key not in ("mcp", "llm", "toolsets", "discovery", "agents"):
+        if key not in ("mcp", "llm", "toolsets", "discovery", "agents", "storage"):
             doc.warn((key,), "unknown top-level key, ignored")
-    for section in ("llm", "toolsets", "discovery", "agents"):
+    for section in ("llm", "toolsets", "discovery", "agents", "storage"):
         if section in tree:
             doc.sections[section] = ((section,), tree[section])
     mcp = tree["mcp"]

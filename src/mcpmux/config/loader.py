@@ -33,6 +33,7 @@ from mcpmux.config.models import (
     Settings,
     SseServerConfig,
     StdioServerConfig,
+    StorageConfig,
     StreamableHttpServerConfig,
     TcpServerConfig,
     ToolsetConfig,
@@ -70,6 +71,7 @@ _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "toolsets": ToolsetsSection,
     "discovery": DiscoveryConfig,
     "agents": AgentsSection,
+    "storage": StorageConfig,
 }
 _MIN_SECRET_LEN = 4
 # Variables whose values describe the machine, not a credential: interpolating them masks nothing.
@@ -180,6 +182,8 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
         for key, (origin, value) in doc.sections.items():
             if key == "llm":
                 value = _expand_api_key(doc, origin, value, environ, secrets, warnings)
+            elif key == "storage":
+                value = _expand_storage_url(doc, origin, value, environ, secrets, problems)
             section = _section(doc, key, origin, value, problems)
             if section is not None:
                 sections[key].update(section)
@@ -195,6 +199,7 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
         llm=LLMConfig.model_validate(sections["llm"]),
         toolsets={name: ToolsetConfig.model_validate(t) for name, t in sections["toolsets"].items()},
         discovery=DiscoveryConfig.model_validate(sections["discovery"]),
+        storage=StorageConfig.model_validate(sections["storage"]),
         agents=sections["agents"],
         sources=tuple(d.source for d in documents),
         secret_values=frozenset(s for s in secrets if len(s) >= _MIN_SECRET_LEN),
@@ -323,6 +328,28 @@ def _expand_api_key(
         secrets.add(result.value)  # an API key is a secret whatever its shape
         value["api_key"] = result.value
     return value
+
+
+def _expand_storage_url(
+    doc: Document,
+    origin: tuple[PathPart, ...],
+    value: Any,
+    environ: Mapping[str, str],
+    secrets: set[str],
+    problems: list[ConfigProblem],
+) -> Any:
+    """``storage.url`` may hold ``${VAR}`` (a password): expanded, and the expanded parts are masked.
+
+    An unset variable is an error: the rows would otherwise go to another database unnoticed.
+    """
+    if not isinstance(value, dict) or not isinstance(value.get("url"), str):
+        return value
+    result = expand(value["url"], environ)
+    if result.missing:
+        problems.append(_problem(doc, (*origin, "url"), result.missing[0].reason))
+        return {key: item for key, item in value.items() if key != "url"}
+    secrets.update(found for name, found in result.substituted if name not in _PUBLIC_VARIABLES)
+    return {**value, "url": result.value}
 
 
 def _agent_problems(sections: Mapping[str, JSONObject]) -> list[ConfigProblem]:

@@ -579,6 +579,17 @@ def _discovery_shorthand(value: object) -> object:
     return {"mode": value} if isinstance(value, str) else value
 
 
+class StorageConfig(_Frozen):
+    """Where mcpmux keeps its rows (``storage: {url: ...}``): one SQLAlchemy URL for every part.
+
+    Absent: the state (pins, approvals, audit, tokens) and the source registry are SQLite files in
+    the data dir. A URL (``postgresql+psycopg://mcpmux@db/mcpmux``, ``${VAR}`` expanded and
+    masked; ``MCPMUX_DB`` and ``--db`` take precedence) puts them all in that database.
+    """
+
+    url: str | None = Field(None, min_length=1)
+
+
 class DiscoveryConfig(_Frozen):
     """How the gateway lists tools: every tool (``all``), or ``search_tools`` and ``call_tool`` instead.
 
@@ -701,6 +712,7 @@ class Config(_Frozen):
     llm: LLMConfig = LLMConfig()
     toolsets: dict[str, ToolsetConfig] = Field(default_factory=dict)
     discovery: DiscoveryConfig = DiscoveryConfig()
+    storage: StorageConfig = StorageConfig()
     agents: tuple[AgentConfig, ...] = ()  # given as a mapping of name to entry
     sources: tuple[str, ...] = ()
     secret_values: frozenset[str] = Field(default=frozenset(), exclude=True, repr=False)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["data_dir", "project_config_file", "server_log_file", "state_dir", "user_config_file"]
+__all__ = [
+    "DB_ENV",
+    "configured_url",
+    "data_dir",
+    "project_config_file",
+    "server_log_file",
+    "state_dir",
+    "user_config_file",
+]
 
 APP_NAME = "mcpmux"
 
@@ -40,3 +48,13 @@ def data_dir() -> Path:
 def server_log_file(server: str) -> Path:
     """The stderr log of a server: ``<state dir>/logs/<server>.log`` (not created here)."""
     return state_dir() / "logs" / f"{server}.log"
+
+
+DB_ENV = "MCPMUX_DB"
+"""The one database of every part of mcpmux (a SQLAlchemy URL), over ``storage.url`` of the config."""
+
+
+def configured_url(config_url: str | None = None) -> str | None:
+    """The one database every part uses: ``MCPMUX_DB`` when set, else ``storage.url`` of the
+    config; ``None`` when neither is (each part then uses its own SQLite file in the data dir)."""
+    return os.environ.get(DB_ENV) or config_url or None

@@ -1,9 +1,9 @@
 """Bearer tokens of the gateway (HTTP and WebSocket), stored hashed in the state database.
 
 A token is shown once, when created (``mcpmux token create NAME``); the database keeps only
-its SHA-256, so a leaked ``state.db`` does not leak credentials. The table is created on first
-use (``CREATE TABLE IF NOT EXISTS``) without touching the store's schema version; a table made
-before tokens could approve gains the ``can_approve`` column (0: no token may approve).
+its SHA-256, so a leaked ``state.db`` does not leak credentials. The table is the state
+database's ``mcpmux_gateway_tokens``; tokens made before a column existed were adopted without
+approving (``can_approve``), with the API's read and execute, bound to no toolset.
 
 A token made with ``--toolset NAME`` (repeatable) sees only those toolsets: it is accepted only at
 ``/mcp/NAME`` (and ``/sse/NAME``) of one of them, and over WebSocket only by a gateway serving one
@@ -15,7 +15,8 @@ A token made with ``--can-approve`` may answer the guard's approval questions fo
 A running gateway sees ``mcpmux token create`` and ``revoke`` from another process at its next
 request, without a restart and without a database query per request: every change also replaces
 a small marker file beside the database (``state.db.tokens``, a new inode each time), and
-:meth:`TokenStore.check` re-reads the table only when that file is not the one it saw last.
+:meth:`TokenStore.check` re-reads the table only when that file is not the one it saw last. A
+database shared by several machines (PostgreSQL) has no such file: there every check reads the table.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from pathlib import Path
+
+from sqlalchemy import select
 
 from mcpmux.config.models import TOOLSET_NAME_PATTERN
+from mcpmux.database import insert_or_ignore
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.policy import StateStore
+from mcpmux.policy.schema import gateway_tokens
 
 __all__ = ["API_SCOPES", "APPROVE_SCOPE", "DEFAULT_API_SCOPES", "TOKEN_PREFIX", "TokenInfo", "TokenStore", "hash_token"]
 
@@ -47,16 +51,6 @@ MARKER_SUFFIX = ".tokens"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 _TOOLSET = re.compile(TOOLSET_NAME_PATTERN)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS gateway_tokens (
-    name TEXT PRIMARY KEY,
-    hash TEXT NOT NULL UNIQUE,
-    created_at REAL NOT NULL,
-    can_approve INTEGER NOT NULL DEFAULT 0,
-    scopes TEXT NOT NULL DEFAULT 'read,execute',
-    toolsets TEXT NOT NULL DEFAULT ''
-)
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,24 +92,10 @@ class TokenStore:
 
     def __init__(self, store: StateStore) -> None:
         self.store = store
-        self._ready = False
-        path = str(store.path)
-        self._marker = None if path == ":memory:" or path.startswith("file:") else Path(path + MARKER_SUFFIX)
+        # Only a SQLite file has a place beside it for the marker; elsewhere every check reads the table.
+        self._marker = None if store.file is None else store.file.with_name(store.file.name + MARKER_SUFFIX)
         self._seen: tuple[int, int, int] | None = None
         self._hashes: dict[str, TokenInfo] | None = None
-
-    def _ensure(self) -> None:
-        if not self._ready:
-            with self.store.write() as db:
-                db.execute(_SCHEMA)
-                columns = {row[1] for row in db.execute("PRAGMA table_info(gateway_tokens)")}
-                if "can_approve" not in columns:
-                    db.execute("ALTER TABLE gateway_tokens ADD COLUMN can_approve INTEGER NOT NULL DEFAULT 0")
-                if "scopes" not in columns:  # tokens made before the REST API: read and execute
-                    db.execute("ALTER TABLE gateway_tokens ADD COLUMN scopes TEXT NOT NULL DEFAULT 'read,execute'")
-                if "toolsets" not in columns:  # tokens made before toolsets: bound to none
-                    db.execute("ALTER TABLE gateway_tokens ADD COLUMN toolsets TEXT NOT NULL DEFAULT ''")
-            self._ready = True
 
     def create(
         self,
@@ -147,33 +127,30 @@ class TokenStore:
         if bad:
             reason = f"toolset name(s) {', '.join(map(repr, bad))} must match {TOOLSET_NAME_PATTERN}"
             raise ConfigError([ConfigProblem("token", "toolsets", reason)])
-        self._ensure()
         token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+        row = {
+            "name": name, "hash": hash_token(token), "created_at": time.time(), "can_approve": can_approve,
+            "scopes": _joined(scopes), "toolsets": _joined(toolsets),
+        }  # fmt: skip
         with self.store.write() as db:
-            if db.execute("SELECT 1 FROM gateway_tokens WHERE name = ?", (name,)).fetchone():
+            # The name is the key: of two processes creating the same name, one inserts, the other is told.
+            inserted = db.execute(insert_or_ignore(db, gateway_tokens).values(row).returning(gateway_tokens.c.name))
+            if inserted.first() is None:
                 raise ConfigError([ConfigProblem("token", "name", f"a token called {name!r} exists; revoke it first")])
-            db.execute(
-                "INSERT INTO gateway_tokens (name, hash, created_at, can_approve, scopes, toolsets)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (name, hash_token(token), time.time(), int(can_approve), _joined(scopes), _joined(toolsets)),
-            )
         self._changed()
         return token
 
     def list(self) -> list[TokenInfo]:
         """Every token, by name."""
-        self._ensure()
+        t = gateway_tokens.c
         with self.store.read() as db:
-            rows = db.execute(
-                "SELECT name, created_at, can_approve, scopes, toolsets FROM gateway_tokens ORDER BY name"
-            ).fetchall()
+            rows = db.execute(select(t.name, t.created_at, t.can_approve, t.scopes, t.toolsets).order_by(t.name)).all()
         return [TokenInfo(n, c, bool(approve), _scopes(sc), _scopes(ts)) for n, c, approve, sc, ts in rows]
 
     def revoke(self, name: str) -> bool:
         """Delete the token ``name``; return whether it existed (a running gateway refuses it at once)."""
-        self._ensure()
         with self.store.write() as db:
-            revoked = db.execute("DELETE FROM gateway_tokens WHERE name = ?", (name,)).rowcount > 0
+            revoked = db.execute(gateway_tokens.delete().where(gateway_tokens.c.name == name)).rowcount > 0
         self._changed()
         return revoked
 
@@ -196,13 +173,12 @@ class TokenStore:
 
     def _current(self) -> dict[str, TokenInfo]:
         """``{hash: token}`` of every token, re-read only when the marker file changed."""
-        self._ensure()  # opens the database first, which makes its folder
+        _ = self.store.engine  # opens the database first, which makes its folder
         seen = self._marker_state()
-        if self._hashes is None or seen != self._seen:
+        if self._hashes is None or seen is None or seen != self._seen:
+            t = gateway_tokens.c
             with self.store.read() as db:
-                rows = db.execute(
-                    "SELECT hash, name, created_at, can_approve, scopes, toolsets FROM gateway_tokens"
-                ).fetchall()
+                rows = db.execute(select(t.hash, t.name, t.created_at, t.can_approve, t.scopes, t.toolsets)).all()
             self._hashes = {
                 str(h): TokenInfo(str(n), float(c), bool(a), _scopes(sc), _scopes(ts)) for h, n, c, a, sc, ts in rows
             }

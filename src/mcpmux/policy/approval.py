@@ -9,7 +9,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from sqlalchemy import select
+
+from mcpmux.database import upsert
 from mcpmux.json_shapes import JSONObject
+from mcpmux.policy.schema import approvals
 from mcpmux.policy.store import StateStore
 
 __all__ = ["ANY_TOOL", "Answer", "ApprovalRequest", "ApprovalScope", "Approvals", "Approver", "StandingApproval"]
@@ -97,31 +101,29 @@ class Approvals:
 
     def remembered(self, server: str, tool: str, scope: ApprovalScope) -> bool:
         """Whether a standing approval given in ``scope`` covers ``server``'s ``tool`` in this project."""
+        t = approvals.c
+        where = (t.project == self.project, t.face == scope.face, t.caller == scope.caller, t.server == server)
         with self._store.read() as db:
-            row = db.execute(
-                "SELECT 1 FROM approvals WHERE project=? AND face=? AND caller=? AND server=? AND tool IN (?, ?)",
-                (self.project, scope.face, scope.caller, server, tool, ANY_TOOL),
-            ).fetchone()
+            row = db.execute(select(t.tool).where(*where, t.tool.in_((tool, ANY_TOOL))).limit(1)).first()
         return row is not None
 
     def remember(self, server: str, tool: str | None, scope: ApprovalScope) -> None:
         """Approve ``server``'s ``tool`` (every tool of it when ``None``) from now on, for ``scope`` in this project."""
+        row = {
+            "project": self.project, "face": scope.face, "caller": scope.caller, "server": server,
+            "tool": tool or ANY_TOOL, "granted_at": time.time(),
+        }  # fmt: skip
         with self._store.write() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO approvals (project, face, caller, server, tool, granted_at)"
-                " VALUES (?,?,?,?,?,?)",
-                (self.project, scope.face, scope.caller, server, tool or ANY_TOOL, time.time()),
-            )
+            db.execute(upsert(db, approvals, row))
 
     def standing(self, *, every_project: bool = False) -> list[StandingApproval]:
         """The remembered approvals of this project (of every project if asked), oldest first."""
-        where, params = ("", ()) if every_project else (" WHERE project=?", (self.project,))
+        t = approvals.c
+        query = select(t.project, t.face, t.caller, t.server, t.tool, t.granted_at)
+        if not every_project:
+            query = query.where(t.project == self.project)
         with self._store.read() as db:
-            rows = db.execute(
-                "SELECT project, face, caller, server, tool, granted_at FROM approvals"
-                f"{where} ORDER BY granted_at, server, tool",
-                params,
-            ).fetchall()
+            rows = db.execute(query.order_by(t.granted_at, t.server, t.tool)).all()
         return [StandingApproval(*row) for row in rows]
 
     def forget(
@@ -131,11 +133,8 @@ class Approvals:
 
         ``tool`` matches the remembered tool exactly (``*`` is "every tool of the server").
         """
-        where, params = ["project=?"], [self.project]
-        for column, value in (("server", server), ("tool", tool), ("face", face), ("caller", caller)):
-            if value is not None:
-                where.append(f"{column}=?")
-                params.append(value)
+        t = approvals.c
+        narrowing = ((t.server, server), (t.tool, tool), (t.face, face), (t.caller, caller))
+        where = [t.project == self.project, *(column == value for column, value in narrowing if value is not None)]
         with self._store.write() as db:
-            cursor = db.execute(f"DELETE FROM approvals WHERE {' AND '.join(where)}", params)
-        return cursor.rowcount
+            return db.execute(approvals.delete().where(*where)).rowcount

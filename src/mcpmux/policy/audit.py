@@ -15,8 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
+
 from mcpmux.config.display import MASK, json_forms, may_need_redaction, redact
 from mcpmux.json_shapes import JSONObject
+from mcpmux.policy.schema import audit
 from mcpmux.policy.store import StateStore
 
 __all__ = ["AuditLog", "AuditRow", "argument_digest", "digest_and_redact", "redact_arguments"]
@@ -116,15 +119,12 @@ class AuditLog:
     ) -> None:
         """Append one row; arguments are digested, then stored redacted."""
         digest, args = digest_and_redact(arguments, self._secrets, self._secret_forms)
-        row = (
-            time.time(), face, caller, server, tool, name, digest, args, decision, rule,
-            duration_ms, outcome, redact(error, self._secrets) if error else None, result_bytes,
-        )  # fmt: skip
-        self._store.append(
-            "INSERT INTO audit (at, face, caller, server, tool, name, args_digest, args, decision, rule,"
-            " duration_ms, outcome, error, result_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            row,
-        )
+        row = {
+            "at": time.time(), "face": face, "caller": caller, "server": server, "tool": tool, "name": name,
+            "args_digest": digest, "args": args, "decision": decision, "rule": rule, "duration_ms": duration_ms,
+            "outcome": outcome, "error": redact(error, self._secrets) if error else None, "result_bytes": result_bytes,
+        }  # fmt: skip
+        self._store.append(audit, row)
 
     def query(
         self,
@@ -139,22 +139,24 @@ class AuditLog:
         offset: int = 0,
     ) -> list[AuditRow]:
         """The newest rows first, filtered by time (epoch seconds), server, tool, caller and outcome."""
-        where, params = ["1=1"], []
-        filters = (
-            ("at >= ?", since), ("at < ?", until), ("server = ?", server), ("tool = ?", tool),
-            ("caller = ?", caller), ("outcome = ?", outcome),
-        )  # fmt: skip
-        for clause, value in filters:
-            if value is not None:
-                where.append(clause)
-                params.append(value)
-        sql = f"SELECT * FROM audit WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ? OFFSET ?"
+        t = audit.c
+        where = [t.at >= since] if since is not None else []
+        where += [t.at < until] if until is not None else []
+        exact = ((t.server, server), (t.tool, tool), (t.caller, caller), (t.outcome, outcome))
+        where += [column == value for column, value in exact if value is not None]
+        query = select(*_COLUMNS).where(*where).order_by(t.id.desc()).limit(limit).offset(max(0, offset))
         with self._store.read() as db:
-            rows = db.execute(sql, (*params, limit, max(0, offset))).fetchall()
+            rows = db.execute(query).all()
         return [_row(r) for r in rows]
 
 
-def _row(row: tuple[Any, ...]) -> AuditRow:
+_COLUMNS = tuple(audit.c[name] for name in (
+    "id", "at", "face", "caller", "server", "tool", "name", "args_digest", "args", "decision", "rule",
+    "duration_ms", "outcome", "error", "result_bytes",
+))  # fmt: skip
+
+
+def _row(row: Sequence[Any]) -> AuditRow:
     id_, at, face, caller, server, tool, name, digest, args, decision, rule, duration, outcome, error, size = row
     return AuditRow(
         id_, at, face, caller, server, tool, name, digest, json.loads(args), decision, rule, duration, outcome,

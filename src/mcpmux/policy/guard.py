@@ -122,7 +122,7 @@ class Guard:
     ) -> None:
         config = manager.config
         self.manager, self.face, self.approver = manager, face, approver
-        self.store = store or StateStore()
+        self.store = store or StateStore.configured(config)
         self.rules = Rules(config.security, {s.name: s for s in config.servers})
         self.approvals = Approvals(self.store, project)
         identities = {s.name: server_identity(s, self.approvals.project) for s in config.servers}

@@ -34,10 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from sqlalchemy import ColumnElement, and_, literal, or_, select
+
 from mcpmux.config.models import ServerConfig
+from mcpmux.database import insert_or_ignore
 from mcpmux.json_shapes import JSONObject
 from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.lookalikes import invisible_change, rename_source, reveal
+from mcpmux.policy.schema import pins
 from mcpmux.policy.store import LEGACY_IDENTITY, StateStore
 
 __all__ = ["Pin", "PinBook", "PinVerdict", "canonical_definition", "definition_hash", "server_identity"]
@@ -252,19 +256,18 @@ class PinBook:
         pending = [p for p in self.pins(server) if (tool is None or p.tool == tool) and _needs_approval(p)]
         with self._store.write() as db:
             for pin in pending:
-                new_hash = pin.pending_hash or pin.hash
-                definition = pin.pending_definition or pin.definition
                 db.execute(
-                    "UPDATE pins SET hash=?, definition=?, approved=1, pinned_at=?, pending_hash=NULL,"
-                    " pending_definition=NULL, pending_reason=NULL WHERE identity=? AND server=? AND tool=?",
-                    (
-                        new_hash,
-                        _canonical_json(definition),
-                        time.time(),
-                        self.identity(pin.server),
-                        pin.server,
-                        pin.tool,
-                    ),
+                    pins.update()
+                    .where(*self._key(pin.server, pin.tool))
+                    .values(
+                        hash=pin.pending_hash or pin.hash,
+                        definition=_canonical_json(pin.pending_definition or pin.definition),
+                        approved=True,
+                        pinned_at=time.time(),
+                        pending_hash=None,
+                        pending_definition=None,
+                        pending_reason=None,
+                    )
                 )
         return pending
 
@@ -272,11 +275,13 @@ class PinBook:
         """The pin of ``server``'s ``tool``, if any."""
         return self._get(self.identity(server), server, tool)
 
+    def _key(self, server: str, tool: str) -> tuple[ColumnElement[bool], ...]:
+        return pins.c.identity == self.identity(server), pins.c.server == server, pins.c.tool == tool
+
     def _get(self, identity: str, server: str, tool: str) -> Pin | None:
         with self._store.read() as db:
-            row = db.execute(
-                f"SELECT {_COLUMNS} FROM pins WHERE identity=? AND server=? AND tool=?", (identity, server, tool)
-            ).fetchone()
+            where = (pins.c.identity == identity, pins.c.server == server, pins.c.tool == tool)
+            row = db.execute(select(*_COLUMNS).where(*where)).first()
         return _pin(row) if row else None
 
     def _adopt_legacy(self, server: str, tool: str) -> Pin | None:
@@ -285,45 +290,40 @@ class PinBook:
             return None
         if self._get(LEGACY_IDENTITY, server, tool) is None:
             return None
+        legacy = (pins.c.identity == LEGACY_IDENTITY, pins.c.server == server, pins.c.tool == tool)
         with self._store.write() as db:
-            db.execute(
-                f"INSERT OR IGNORE INTO pins (identity, {_COLUMNS}) SELECT ?, {_COLUMNS} FROM pins"
-                " WHERE identity=? AND server=? AND tool=?",
-                (identity, LEGACY_IDENTITY, server, tool),
-            )
+            copy = select(literal(identity), *_COLUMNS).where(*legacy)
+            db.execute(insert_or_ignore(db, pins).from_select(["identity", *(c.name for c in _COLUMNS)], copy))
         return self._get(identity, server, tool)
 
     def _has_legacy_rows(self) -> bool:
         if self._legacy_rows is None:
             with self._store.read() as db:
-                found = db.execute("SELECT 1 FROM pins WHERE identity=? LIMIT 1", (LEGACY_IDENTITY,)).fetchone()
+                found = db.execute(select(pins.c.tool).where(pins.c.identity == LEGACY_IDENTITY).limit(1)).first()
             self._legacy_rows = found is not None
         return self._legacy_rows
 
     def pins(self, server: str | None = None) -> list[Pin]:
         """The pins of the configured servers' identities (of ``server`` if given), sorted by server and tool."""
         names = [server] if server is not None else sorted(self._identities) or None
+        if names is None:
+            where = pins.c.identity == LEGACY_IDENTITY
+        else:
+            where = or_(*(and_(pins.c.identity == self.identity(n), pins.c.server == n) for n in names))
         with self._store.read() as db:
-            if names is None:
-                rows = db.execute(f"SELECT {_COLUMNS} FROM pins WHERE identity=? ORDER BY server, tool", ("",))
-            else:
-                rows = db.execute(
-                    f"SELECT {_COLUMNS} FROM pins WHERE ({' OR '.join(['(identity=? AND server=?)'] * len(names))})"
-                    " ORDER BY server, tool",
-                    [value for name in names for value in (self.identity(name), name)],
-                )
-            return [_pin(r) for r in rows.fetchall()]
+            rows = db.execute(select(*_COLUMNS).where(where).order_by(pins.c.server, pins.c.tool)).all()
+        return [_pin(r) for r in rows]
 
     def _insert(self, tool: ToolInfo, digest: str, definition_json: str, approved: bool, reason: str | None) -> Pin:
         identity, pinned_at = self.identity(tool.server), time.time()
-        row = (identity, tool.server, tool.tool, digest, definition_json, int(approved), pinned_at, reason)
+        row = {
+            "identity": identity, "server": tool.server, "tool": tool.tool, "hash": digest,
+            "definition": definition_json, "approved": approved, "pinned_at": pinned_at, "pending_reason": reason,
+        }  # fmt: skip
         with self._store.write() as db:
-            inserted = db.execute(
-                "INSERT OR IGNORE INTO pins (identity, server, tool, hash, definition, approved, pinned_at,"
-                " pending_reason) VALUES (?,?,?,?,?,?,?,?)",
-                row,
-            ).rowcount
-        if inserted == 1:
+            # RETURNING, not the row count: drivers disagree on counting an ignored insert (psycopg says -1).
+            inserted = db.execute(insert_or_ignore(db, pins).values(row).returning(pins.c.tool)).first() is not None
+        if inserted:
             return Pin(tool.server, tool.tool, digest, json.loads(definition_json), approved, pinned_at, None, None,
                        reason)  # fmt: skip
         pin = self.get(tool.server, tool.tool)  # another process pinned it first: its pin stands
@@ -332,35 +332,33 @@ class PinBook:
 
     def _insert_rename(self, tool: ToolInfo, digest: str, definition: JSONObject, source: Pin, reason: str) -> Pin:
         """Pin ``tool`` as a rename of ``source``: pinned as ``source`` was, the new definition pending."""
-        identity, pinned_at = self.identity(tool.server), time.time()
-        row = (identity, tool.server, tool.tool, source.hash, _canonical_json(source.definition), pinned_at, digest,
-               _canonical_json(definition), reason)  # fmt: skip
+        row = {
+            "identity": self.identity(tool.server), "server": tool.server, "tool": tool.tool, "hash": source.hash,
+            "definition": _canonical_json(source.definition), "approved": False, "pinned_at": time.time(),
+            "pending_hash": digest, "pending_definition": _canonical_json(definition), "pending_reason": reason,
+        }  # fmt: skip
         with self._store.write() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO pins (identity, server, tool, hash, definition, approved, pinned_at,"
-                " pending_hash, pending_definition, pending_reason) VALUES (?,?,?,?,?,0,?,?,?,?)",
-                row,
-            )
+            db.execute(insert_or_ignore(db, pins).values(row))
         pin = self.get(tool.server, tool.tool)
         assert pin is not None
         return pin
 
     def _set_pending(self, pin: Pin, digest: str, definition: JSONObject, reason: str) -> Pin:
+        changes = {"pending_hash": digest, "pending_definition": _canonical_json(definition), "pending_reason": reason}
         with self._store.write() as db:
-            db.execute(
-                "UPDATE pins SET pending_hash=?, pending_definition=?, pending_reason=?"
-                " WHERE identity=? AND server=? AND tool=?",
-                (digest, _canonical_json(definition), reason, self.identity(pin.server), pin.server, pin.tool),
-            )
+            db.execute(pins.update().where(*self._key(pin.server, pin.tool)).values(changes))
         updated = self.get(pin.server, pin.tool)
         assert updated is not None
         return updated
 
 
-_COLUMNS = "server, tool, hash, definition, approved, pinned_at, pending_hash, pending_definition, pending_reason"
+_COLUMNS = (
+    pins.c.server, pins.c.tool, pins.c.hash, pins.c.definition, pins.c.approved, pins.c.pinned_at,
+    pins.c.pending_hash, pins.c.pending_definition, pins.c.pending_reason,
+)  # fmt: skip
 
 
-def _pin(row: tuple[Any, ...]) -> Pin:
+def _pin(row: Sequence[Any]) -> Pin:
     server, tool, digest, definition, approved, pinned_at, pending_hash, pending_definition, reason = row
     pending = json.loads(pending_definition) if pending_definition else None
     return Pin(server, tool, digest, json.loads(definition), bool(approved), pinned_at, pending_hash, pending, reason)

@@ -1,98 +1,166 @@
-"""The state database: tool pins, remembered approvals and the audit log, in one SQLite file.
+"""The state database: tool pins, remembered approvals, the audit log and the gateway's tokens.
+
+``<data dir>/state.db`` (SQLite) by default, or the one database of every part of mcpmux
+(``MCPMUX_DB``, ``--db`` or ``storage.url``: SQLite or PostgreSQL, :mod:`mcpmux.database`). The
+tables are in :mod:`mcpmux.policy.schema`; Alembic migrates them when the store opens, and adopts a
+``state.db`` of an mcpmux from before Alembic with every row (see its first revision).
 
 Unlike the catalog cache these rows matter (a lost pin would let a changed tool through
-unnoticed), so the file is never discarded: an unreadable file or an unknown schema is an error.
+unnoticed), so nothing is ever discarded: an unreadable file or an unknown schema is an error.
+Audit rows are appended behind the caller (:class:`mcpmux.storage.Appender`): one thread per
+store writes them in batches, and every read, write, flush and close waits for them first.
 """
 
 from __future__ import annotations
 
-import sqlite3
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
 
-from mcpmux.config.paths import data_dir
-from mcpmux.storage import Database
+from sqlalchemy import Connection, Engine, Table
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-__all__ = ["STATE_FILE", "StateStore"]
+from mcpmux.config.models import Config
+from mcpmux.config.paths import configured_url, data_dir
+from mcpmux.database import MEMORY, Migrations, open_engine, reading, shown, sqlite_file, writing
+from mcpmux.storage import APPEND_ATTEMPTS, Appender
+
+__all__ = ["LEGACY_IDENTITY", "MIGRATIONS", "STATE_FILE", "UNSCOPED_FACE", "StateStore"]
+
+logger = logging.getLogger(__name__)
 
 STATE_FILE = "state.db"
-SCHEMA_VERSION = 2
-# Version 1 keyed pins by server name only and kept approvals per project only; rows of version 1
-# move to version 2 as "legacy" pins (claimed by the first server of that name to be checked) and
-# "unscoped" approvals (listed and revocable, honoured for no one: nobody knows who gave them).
+MIGRATIONS = Migrations(Path(__file__).resolve().parent / "migrations", "mcpmux_state_alembic")
+# Pins from before server identities belong to no identity (claimed by the first server of their
+# name); approvals from before scopes belong to no face (listed and revocable, honoured for no one).
 LEGACY_IDENTITY = ""
 UNSCOPED_FACE = "unscoped"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pins (
-    identity TEXT NOT NULL,
-    server TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    definition TEXT NOT NULL,
-    approved INTEGER NOT NULL,
-    pinned_at REAL NOT NULL,
-    pending_hash TEXT,
-    pending_definition TEXT,
-    pending_reason TEXT,
-    PRIMARY KEY (identity, server, tool)
-);
-CREATE TABLE IF NOT EXISTS approvals (
-    project TEXT NOT NULL,
-    face TEXT NOT NULL,
-    caller TEXT NOT NULL,
-    server TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    granted_at REAL NOT NULL,
-    PRIMARY KEY (project, face, caller, server, tool)
-);
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at REAL NOT NULL,
-    face TEXT NOT NULL,
-    caller TEXT,
-    server TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    name TEXT NOT NULL,
-    args_digest TEXT NOT NULL,
-    args TEXT NOT NULL,
-    decision TEXT NOT NULL,
-    rule TEXT NOT NULL,
-    duration_ms REAL,
-    outcome TEXT NOT NULL,
-    error TEXT,
-    result_bytes INTEGER
-);
-CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
-CREATE INDEX IF NOT EXISTS audit_server_tool ON audit (server, tool)
-"""
+_Row = tuple[Table, dict[str, Any]]
 
 
-_PIN_COLUMNS = "server, tool, hash, definition, approved, pinned_at, pending_hash, pending_definition, pending_reason"
-_UPGRADE_FROM_1 = f"""
-ALTER TABLE pins RENAME TO pins_v1;
-ALTER TABLE approvals RENAME TO approvals_v1;
-{_SCHEMA};
-INSERT INTO pins (identity, {_PIN_COLUMNS}) SELECT '{LEGACY_IDENTITY}', {_PIN_COLUMNS} FROM pins_v1;
-INSERT INTO approvals (project, face, caller, server, tool, granted_at)
-    SELECT project, '{UNSCOPED_FACE}', '', server, tool, granted_at FROM approvals_v1;
-DROP TABLE pins_v1;
-DROP TABLE approvals_v1
-"""
+class StateStore:
+    """The state database.
+
+    Args:
+        where: a SQLAlchemy URL (``sqlite:///PATH``, ``postgresql+psycopg://...``), a file path, or
+            ``":memory:"`` (a private in-memory database, for tests). Default: the one configured
+            database (:func:`mcpmux.database.configured_url`), else ``<data dir>/state.db``.
+
+    Opening is lazy: the database is reached, and migrated, at the first use.
+    """
+
+    def __init__(self, where: Path | str | None = None) -> None:
+        self.url = _url(where)
+        self.file = sqlite_file(self.url)
+        """The SQLite file, ``None`` for another database or an in-memory one."""
+        self._engine: Engine | None = None
+        self._opening = threading.Lock()
+        self._appender: Appender[_Row] = Appender(shown(self.url), self._commit)
+
+    @classmethod
+    def configured(cls, config: Config | None = None, url: str | None = None) -> StateStore:
+        """The store of a command: ``url`` (``--db``) when given, else ``MCPMUX_DB``, else the
+        config's ``storage.url``, else ``<data dir>/state.db``."""
+        return cls(url or configured_url(config.storage.url if config is not None else None))
+
+    @property
+    def path(self) -> Path | str:
+        """The file (or the URL, shown without its password, when there is none): for messages."""
+        return self.file if self.file is not None else shown(self.url)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    @property
+    def engine(self) -> Engine:
+        """The engine, opened (and migrated) at the first use.
+
+        Raises:
+            ConfigError: the database cannot be reached, read or migrated.
+        """
+        if self._engine is None:
+            with self._opening:
+                if self._engine is None:
+                    self._engine = open_engine(self.url, MIGRATIONS, "the state database")
+        return self._engine
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Write the queued appends, then let go of the database (a later use opens it again)."""
+        self.flush()
+        with self._opening:
+            if self._engine is not None:
+                self._engine.dispose()
+                self._engine = None
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection for reads (after the queued appends are written)."""
+        self.flush()
+        with reading(self.engine) as connection:
+            yield connection
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A connection inside a write transaction (SQLite: ``BEGIN IMMEDIATE``), committed at the end."""
+        self.flush()
+        with writing(self.engine) as connection:
+            yield connection
+
+    def append(self, table: Table, row: Mapping[str, Any]) -> None:
+        """Queue one row for ``table`` and return at once (see the module's docstring)."""
+        self._appender.append((table, dict(row)))
+
+    def flush(self) -> None:
+        """Wait until every queued append is written (see :meth:`mcpmux.storage.Appender.flush`)."""
+        self._appender.flush()
+
+    def _commit(self, batch: list[_Row]) -> None:
+        for attempt in range(1, APPEND_ATTEMPTS + 1):
+            try:
+                with writing(self.engine) as connection:
+                    for table, row in batch:
+                        connection.execute(table.insert(), row)
+                return
+            except SQLAlchemyError as exc:
+                if isinstance(exc, IntegrityError) and len(batch) > 1:
+                    # One bad row must not take the others with it: write them one by one.
+                    for one in batch:
+                        self._commit([one])
+                    return
+                busy = isinstance(exc, OperationalError) and _busy(exc)
+                if attempt == APPEND_ATTEMPTS or not busy:
+                    logger.error("%d rows could not be written to %s and are lost: %s", len(batch), self.path, exc)
+                    return
+                logger.warning("writing %d rows to %s failed (%s); trying again", len(batch), self.path, exc)
+                time.sleep(0.1 * attempt)
 
 
-class StateStore(Database):
-    """``<data dir>/state.db`` (or ``path``; ``":memory:"`` for tests)."""
+def _url(where: Path | str | None) -> str:
+    if where is None:
+        return configured_url() or f"sqlite:///{data_dir() / STATE_FILE}"
+    if isinstance(where, Path):
+        return f"sqlite:///{where}"
+    if where == ":memory:":
+        return MEMORY
+    return where if "://" in where else f"sqlite:///{where}"
 
-    def __init__(self, path: Path | str | None = None) -> None:
-        super().__init__(
-            path if path is not None else data_dir() / STATE_FILE, _SCHEMA, SCHEMA_VERSION, disposable=False
-        )
 
-    def upgrade(self, db: sqlite3.Connection, version: int) -> bool:
-        """Move the rows of a version 1 file to version 2 (see :data:`SCHEMA_VERSION`)."""
-        if version != 1:
-            return False
-        for statement in _UPGRADE_FROM_1.split(";"):
-            if statement.strip():
-                db.execute(statement)
-        return True
+def _busy(exc: OperationalError) -> bool:
+    text = str(exc.orig)
+    return "locked" in text or "busy" in text or "could not serialize" in text

@@ -1,36 +1,30 @@
 """The registry's database: SQLite in the data dir by default, PostgreSQL by URL; migrated on open.
 
-``sqlite:///PATH`` (the default is ``<data dir>/sources.db``) runs in WAL mode with foreign keys and a
-busy timeout; ``postgresql+psycopg://USER@HOST/DB`` (psycopg 3) runs the same schema. Alembic brings
-either to the newest revision when the registry opens, under its own version table, so the registry
-can share a database with other applications.
+``sqlite:///PATH`` (the default is ``<data dir>/sources.db``) or the one database of every part
+(:func:`mcpmux.database.configured_url`: ``MCPMUX_DB`` or ``storage.url``), for example
+``postgresql+psycopg://USER@HOST/DB`` (psycopg 3). Alembic brings it to the newest revision when
+the registry opens, under its own version table, so the registry can share a database with the
+other parts of mcpmux and with other applications.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Engine
 
-from mcpmux.config.paths import data_dir
-from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.config.paths import DB_ENV, configured_url, data_dir
+from mcpmux.database import Migrations, open_engine as _open
 
-__all__ = ["DB_ENV", "DEFAULT_FILE", "default_url", "migrate", "open_engine"]
+__all__ = ["DB_ENV", "DEFAULT_FILE", "MIGRATIONS", "default_url", "open_engine"]
 
-DB_ENV = "MCPMUX_DB"
 DEFAULT_FILE = "sources.db"
-_BUSY_TIMEOUT_S = 5.0
-_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+MIGRATIONS = Migrations(Path(__file__).resolve().parent / "migrations", "mcpmux_sources_alembic")
 
 
 def default_url() -> str:
     """``MCPMUX_DB`` when set, else the SQLite file in the data dir."""
-    return os.environ.get(DB_ENV) or f"sqlite:///{data_dir() / DEFAULT_FILE}"
+    return configured_url() or f"sqlite:///{data_dir() / DEFAULT_FILE}"
 
 
 def open_engine(url: str | None = None) -> Engine:
@@ -39,45 +33,4 @@ def open_engine(url: str | None = None) -> Engine:
     Raises:
         ConfigError: the URL is not a usable database URL, or the database cannot be reached or migrated.
     """
-    chosen = url or default_url()
-    if chosen.startswith("postgresql://"):
-        chosen = "postgresql+psycopg://" + chosen.removeprefix("postgresql://")
-    try:
-        if chosen.startswith("sqlite:///"):
-            path = chosen.removeprefix("sqlite:///")
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(chosen, connect_args={"timeout": _BUSY_TIMEOUT_S})
-            event.listen(engine, "connect", _sqlite_pragmas)
-        else:
-            engine = create_engine(chosen, pool_pre_ping=True)
-        migrate(engine)
-    except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
-        raise ConfigError(ConfigProblem(_shown(chosen), "", f"cannot open the source registry: {exc}")) from exc
-    return engine
-
-
-def migrate(engine: Engine) -> None:
-    """Bring the registry's tables to the newest revision (idempotent)."""
-    config = AlembicConfig()
-    config.set_main_option("script_location", str(_MIGRATIONS))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
-
-
-def _shown(url: str) -> str:
-    """``url`` without its password."""
-    scheme, sep, rest = url.partition("://")
-    if "@" in rest:
-        credentials, _, host = rest.rpartition("@")
-        user = credentials.split(":", 1)[0]
-        return f"{scheme}{sep}{user}:***@{host}" if ":" in credentials else url
-    return url
+    return _open(url or default_url(), MIGRATIONS, "the source registry")

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from mcpmux.config.models import Config
-from mcpmux.config.paths import data_dir
+from mcpmux.config.paths import configured_url, data_dir
 
 __all__ = ["registry_exists", "with_registered"]
 
 logger = logging.getLogger(__name__)
 
-_DB_ENV = "MCPMUX_DB"
 _DEFAULT_FILE = "sources.db"
 
 
 def registry_exists(url: str | None = None) -> bool:
-    """Whether there is a registry to read: a URL given, ``MCPMUX_DB`` set, or the default file present."""
-    return bool(url or os.environ.get(_DB_ENV)) or (data_dir() / _DEFAULT_FILE).is_file()
+    """Whether there is a registry to read: a URL given (``--db``, ``MCPMUX_DB``, ``storage.url``),
+    or the default file present."""
+    return bool(url or configured_url()) or (data_dir() / _DEFAULT_FILE).is_file()
 
 
 def with_registered(config: Config, url: str | None = None) -> Config:
@@ -29,12 +28,13 @@ def with_registered(config: Config, url: str | None = None) -> Config:
     open, a variable without a value) is left out with a warning naming it: one bad source never
     stops a command.
     """
+    url = url or configured_url(config.storage.url)
     if not registry_exists(url):
         return config
     from mcpmux.errors import MCPMuxError
     from mcpmux.sources.registry import SourceRegistry
 
-    registry = SourceRegistry(url)
+    registry = SourceRegistry.configured(config, url)
     try:
         taken = {s.name for s in config.servers}
         servers, secrets = list(config.servers), set(config.secret_values)

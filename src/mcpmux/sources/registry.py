@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, Row, delete, insert, or_, select, upd
 from sqlalchemy.exc import IntegrityError
 
 from mcpmux.config.models import Config, ServerConfig
+from mcpmux.config.paths import configured_url
 from mcpmux.errors import NotFound, SourceError, SourceExists, closest
 from mcpmux.sources.db import open_engine
 from mcpmux.sources.entries import materialise, prepare
@@ -49,6 +50,12 @@ class SourceRegistry:
     def __init__(self, url: str | None = None, *, key: bytes | None = None, engine: Engine | None = None) -> None:
         self.engine = engine or open_engine(url)
         self._box = SecretBox(key if key is not None else load_key())
+
+    @classmethod
+    def configured(cls, config: Config, url: str | None = None) -> SourceRegistry:
+        """The registry of a command: ``url`` (``--db``) when given, else ``MCPMUX_DB``, else the
+        config's ``storage.url``, else ``<data dir>/sources.db``."""
+        return cls(url or configured_url(config.storage.url))
 
     def close(self) -> None:
         """Release the database connections."""

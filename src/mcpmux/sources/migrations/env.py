@@ -1,4 +1,4 @@
-"""Alembic environment of the source registry: runs on the connection :func:`mcpmux.sources.db.migrate` passes."""
+"""Alembic environment of the source registry: runs on the connection :class:`mcpmux.database.Migrations` passes."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ from alembic import context
 
 from mcpmux.sources.schema import metadata
 
-VERSION_TABLE = "mcpmux_sources_alembic"
-
 connection = context.config.attributes["connection"]
-context.configure(connection=connection, target_metadata=metadata, version_table=VERSION_TABLE)
+version_table = context.config.attributes["version_table"]
+context.configure(connection=connection, target_metadata=metadata, version_table=version_table)
 with context.begin_transaction():
     context.run_migrations()

@@ -1,0 +1,13 @@
+"""Alembic environment of the state database: runs on the connection :class:`mcpmux.database.Migrations` passes."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from mcpmux.policy.schema import metadata
+
+connection = context.config.attributes["connection"]
+version_table = context.config.attributes["version_table"]
+context.configure(connection=connection, target_metadata=metadata, version_table=version_table)
+with context.begin_transaction():
+    context.run_migrations()
