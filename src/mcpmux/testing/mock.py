@@ -44,6 +44,20 @@ class MockServer(MockSpec):
         """
         return serve(self, transport, **options)
 
+    def run_stdio(self, calls: str | Path | None = None) -> None:
+        """Serve this mock on this process's stdin/stdout until stdin closes, then exit.
+
+        For a script that is a mock server (``if __name__ == "__main__": mock.run_stdio()``), the
+        way ``python -m mcpmux.testing`` serves one; tools may have Python handlers. Each call is
+        appended to ``calls`` (JSON lines) when given.
+
+        Raises:
+            SystemExit: always (see :func:`mcpmux.testing.child.run_stdio`).
+        """
+        from mcpmux.testing.child import run_stdio
+
+        run_stdio(self, Path(calls) if calls is not None else None)
+
     @classmethod
     def replay(cls, path: str | Path, *, match: Match = "strict", name: str | None = None) -> MockServer:
         """A mock that answers what a recorded session (``mcpmux record``) answered.

@@ -123,6 +123,8 @@ class MockRuntime(Server[Any]):
         on_crash: what a :class:`Crash` does here (exit the process, drop the sessions).
         on_garbage: writes a raw non-JSON line where the transport allows (a child's stdout).
         on_call: sees each call (a child writes it to its call log).
+        apply_startup: whether each session plays the mock's :class:`Startup` (delay, exit); a
+            child process plays it once itself, before it serves.
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class MockRuntime(Server[Any]):
         on_crash: Crasher | None = None,
         on_garbage: Callable[[], None] | None = None,
         on_call: Observer | None = None,
+        apply_startup: bool = True,
     ) -> None:
         self.bus = InMemorySubscriptionBus()
         """Change events for stateless-era clients' ``subscriptions/listen`` streams."""
@@ -156,6 +159,7 @@ class MockRuntime(Server[Any]):
         self._on_crash = on_crash or self.drop_sessions
         self._on_garbage = on_garbage
         self._on_call = on_call
+        self._apply_startup = apply_startup
         self._sessions: set[anyio.CancelScope] = set()
 
     def create_initialization_options(
@@ -178,6 +182,11 @@ class MockRuntime(Server[Any]):
         raise_exceptions: bool = False,
     ) -> None:
         """Serve one session through the era gate; a crash ends it (its streams close)."""
+        if self._apply_startup and not await self._start_session():
+            with anyio.CancelScope(shield=True):
+                await read_stream.aclose()
+                await write_stream.aclose()
+            return
         gate = EraGate(self)
         to_server, from_gate = anyio.create_memory_object_stream[SessionMessage | Exception](16)
         with anyio.CancelScope() as scope:
@@ -197,6 +206,17 @@ class MockRuntime(Server[Any]):
                     await read_stream.aclose()
         if scope.cancelled_caught:
             await write_stream.aclose()
+
+    async def _start_session(self) -> bool:
+        """Play the mock's startup for a session: wait its delay; ``False`` when it must not be served."""
+        startup = self.mock.startup
+        if startup.delay > 0:
+            await anyio.sleep(startup.delay)
+        if startup.exit_code is not None:
+            name, code = self.mock.name, startup.exit_code
+            logger.info("mock %r refuses to start (exit code %d): %s", name, code, startup.stderr)
+            return False
+        return True
 
     def set_crash_hook(self, on_crash: Crasher) -> None:
         """Make a :class:`Crash` call ``on_crash`` (the HTTP face restarts its server)."""

@@ -15,7 +15,7 @@ import inspect
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
@@ -31,6 +31,7 @@ from mcpmux.testing.failures import (
     Hang,
     HugeResult,
     ListChangedAfter,
+    Startup,
     failure_from_json,
     failure_to_json,
 )
@@ -175,6 +176,7 @@ class MockSpec:
         self.templates: list[types.ResourceTemplate] = []
         self.prompts: dict[str, _Prompt] = {}
         self.failures: list[Failure] = []
+        self.startup = Startup()
         self.bearer: str | None = None
         self.answered_version: str | None = None
         self.served_era: Era = "both"
@@ -319,6 +321,34 @@ class MockSpec:
         """After ``n`` calls (of ``tool``, or of any tool), add a tool and announce ``tools/list_changed``."""
         return self.fail(ListChangedAfter(n), tool)
 
+    # -- startup ---------------------------------------------------------------------------------
+
+    def slow_start(self, seconds: float) -> Self:
+        """Answer nothing for ``seconds`` after starting (a cold ``npx``/``uvx`` start; connect timeouts).
+
+        A child sleeps before it reads stdin; a session in this process or on a socket waits
+        before it reads its first message.
+        """
+        return self._start(delay=seconds)
+
+    def garbage_on_start(self, lines: int) -> Self:
+        """Write ``lines`` non-JSON lines on a child's stdout before serving (a banner on the wire).
+
+        Only a child (``stdio``) has a stdout to spoil; other transports ignore it.
+        """
+        return self._start(garbage_lines=lines)
+
+    def exit_on_start(self, code: int = 1, stderr: str = "fatal: refusing to start (mock)") -> Self:
+        """Never serve: a child writes ``stderr`` and exits with ``code`` before the handshake.
+
+        A session in this process or on a socket ends at once (its streams close).
+        """
+        return self._start(exit_code=code, stderr=stderr)
+
+    def _start(self, **changes: Any) -> Self:
+        self.startup = replace(self.startup, **changes)
+        return self
+
     def _tool(self, name: str) -> MockTool:
         try:
             return self.tools[name]
@@ -387,6 +417,7 @@ class MockSpec:
             "replay": str(self.replaying) if self.replaying is not None else None,
             "match": self.book.match if self.book is not None else "strict",
             "failures": [failure_to_json(f) for f in self.failures],
+            "startup": self.startup.to_json(),
             "tools": [_tool_spec(tool) for tool in self.tools.values()],
             "resources": [_resource_spec(r) for r in self.resources.values()],
             "templates": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in self.templates],
@@ -403,6 +434,7 @@ def apply_spec(mock: MockSpec, spec: Mapping[str, Any]) -> None:
     mock.answered_version = spec.get("protocol_version")
     mock.bearer = spec.get("bearer")
     mock.failures = [failure_from_json(f) for f in spec.get("failures", [])]
+    mock.startup = Startup.from_json(spec.get("startup"))
     for item in spec.get("tools", []):
         mock.tools[item["name"]] = _tool_from_spec(item)
     for item in spec.get("resources", []):
