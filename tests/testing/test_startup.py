@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.connection import Connection, ToolResult
@@ -105,3 +108,22 @@ async def test_a_startup_behaviour_over_http_is_refused_up_front(transport: str)
     with pytest.raises(UsageError, match="cannot play"):
         async with echo().slow_start(1).serve(transport):  # type: ignore[arg-type]
             pass
+
+
+async def test_a_mock_without_resource_subscriptions_says_so_and_refuses_one() -> None:
+    mock = MockServer("plain").resource("memo://a", "a").resource_subscriptions(False)
+    assert MockServer.from_spec(mock.to_spec()).subscribable is False
+    with anyio.fail_after(DEADLINE_S):
+        async with (
+            mock.serve("memory") as served,
+            served.sdk_transport() as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            assert init.capabilities.resources is not None
+            assert init.capabilities.resources.subscribe is False
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)  # the handshake era's verb, on purpose
+                with pytest.raises(MCPError) as refused:
+                    await session.subscribe_resource("memo://a")
+    assert refused.value.error.code == types.METHOD_NOT_FOUND

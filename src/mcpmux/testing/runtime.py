@@ -172,6 +172,22 @@ class MockRuntime(Server[Any]):
         options = notification_options or NotificationOptions(tools_changed=True)
         return super().create_initialization_options(options, experimental_capabilities, extensions)
 
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        if not self.mock.subscribable and capabilities.resources is not None:
+            resources = capabilities.resources.model_copy(update={"subscribe": False})
+            capabilities = capabilities.model_copy(update={"resources": resources})
+        return capabilities
+
     # -- sessions --------------------------------------------------------------------------------
 
     async def run(
@@ -304,6 +320,8 @@ class MockRuntime(Server[Any]):
     async def _subscribe(
         self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
+        if not self.mock.subscribable:
+            raise MCPError(types.METHOD_NOT_FOUND, f"Method not found: resources/subscribe (mock {self.mock.name!r})")
         self.subscribed.add(str(params.uri))
         return types.EmptyResult()
 

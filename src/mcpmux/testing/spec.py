@@ -177,6 +177,7 @@ class MockSpec:
         self.prompts: dict[str, _Prompt] = {}
         self.failures: list[Failure] = []
         self.startup = Startup()
+        self.subscribable = True
         self.bearer: str | None = None
         self.answered_version: str | None = None
         self.served_era: Era = "both"
@@ -254,6 +255,14 @@ class MockSpec:
     def require_bearer(self, token: str) -> Self:
         """Refuse (HTTP 401) any HTTP, SSE or WebSocket request without ``Authorization: Bearer <token>``."""
         self.bearer = token
+        return self
+
+    def resource_subscriptions(self, enabled: bool = True) -> Self:
+        """Whether ``resources/subscribe`` is served (the default) or not, as most servers in the wild.
+
+        Without it, the capabilities say ``resources.subscribe: false`` and a subscribe gets -32601.
+        """
+        self.subscribable = enabled
         return self
 
     def protocol_version(self, version: str) -> Self:
@@ -418,6 +427,7 @@ class MockSpec:
             "match": self.book.match if self.book is not None else "strict",
             "failures": [failure_to_json(f) for f in self.failures],
             "startup": self.startup.to_json(),
+            "subscriptions": self.subscribable,
             "tools": [_tool_spec(tool) for tool in self.tools.values()],
             "resources": [_resource_spec(r) for r in self.resources.values()],
             "templates": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in self.templates],
@@ -435,6 +445,7 @@ def apply_spec(mock: MockSpec, spec: Mapping[str, Any]) -> None:
     mock.bearer = spec.get("bearer")
     mock.failures = [failure_from_json(f) for f in spec.get("failures", [])]
     mock.startup = Startup.from_json(spec.get("startup"))
+    mock.subscribable = bool(spec.get("subscriptions", True))
     for item in spec.get("tools", []):
         mock.tools[item["name"]] = _tool_from_spec(item)
     for item in spec.get("resources", []):
