@@ -10,8 +10,11 @@ stream per session; :mod:`mcpmux.testing.http` applies the same gate to each POS
 
 from __future__ import annotations
 
+import base64
+import inspect
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -151,6 +154,7 @@ class MockRuntime(Server[Any]):
             on_get_prompt=self._get_prompt,
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
+            on_completion=self._complete if mock.completer is not None else None,
         )
         self.mock = mock
         self.subscribed: set[str] = set()
@@ -343,8 +347,40 @@ class MockRuntime(Server[Any]):
         if resource is None and self.mock.book is not None:
             return types.ReadResourceResult.model_validate(self.mock.book.answer("resources/read", str(params.uri), {}))
         if resource is None:
+            read = await self._read_template(str(params.uri))
+            if read is not None:
+                return read
+        if resource is None:
             raise MCPError(RESOURCE_NOT_FOUND, f"no resource {params.uri!r} in mock {self.mock.name!r}")
         return types.ReadResourceResult(contents=[resource.contents(str(params.uri))])
+
+    async def _read_template(self, uri: str) -> types.ReadResourceResult | None:
+        """``uri`` read by the first template with a handler whose pattern it matches, if any."""
+        for template, handler in self.mock.template_readers:
+            variables = _match_template(template.uri_template, uri)
+            if variables is None:
+                continue
+            value = handler(**variables)
+            if inspect.isawaitable(value):
+                value = await value
+            if isinstance(value, bytes):
+                blob = base64.b64encode(value).decode()
+                contents: types.TextResourceContents | types.BlobResourceContents = types.BlobResourceContents(
+                    uri=uri, mime_type=template.mime_type, blob=blob
+                )
+            else:
+                contents = types.TextResourceContents(uri=uri, mime_type=template.mime_type, text=str(value))
+            return types.ReadResourceResult(contents=[contents])
+        return None
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        assert self.mock.completer is not None
+        values = self.mock.completer(params.ref, params.argument.name, params.argument.value)
+        if inspect.isawaitable(values):
+            values = await values
+        return types.CompleteResult(completion=types.Completion(values=[str(value) for value in values]))
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -448,6 +484,16 @@ class EraGate:
                         await write.send(SessionMessage(refused))
                         continue
                 await to_server.send(item)
+
+
+def _match_template(uri_template: str, uri: str) -> dict[str, str] | None:
+    """The variables of ``uri_template`` (simple ``{name}`` expansions, one path segment each) in ``uri``."""
+    pattern = "".join(
+        f"(?P<{piece[1:-1]}>[^/]+)" if piece.startswith("{") else re.escape(piece)
+        for piece in re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", uri_template)
+    )
+    found = re.fullmatch(pattern, uri)
+    return found.groupdict() if found else None
 
 
 def _is_modern(params: Mapping[str, Any]) -> bool:

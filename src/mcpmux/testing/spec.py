@@ -174,6 +174,8 @@ class MockSpec:
         self.tools: dict[str, MockTool] = {}
         self.resources: dict[str, _Resource] = {}
         self.templates: list[types.ResourceTemplate] = []
+        self.template_readers: list[tuple[types.ResourceTemplate, Handler]] = []
+        self.completer: Handler | None = None
         self.prompts: dict[str, _Prompt] = {}
         self.failures: list[Failure] = []
         self.startup = Startup()
@@ -233,16 +235,32 @@ class MockSpec:
     def resource_template(
         self,
         uri_template: str,
+        handler: Handler | None = None,
         *,
         name: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
     ) -> Self:
-        """Add a resource template (listed only: reading a URI it matches needs a :meth:`resource`)."""
+        """Add a resource template; ``handler(**variables)`` (sync or async) reads the URIs it matches.
+
+        The handler returns text, or bytes served as a blob. Without one the template is listed only
+        (reading a URI it matches needs a :meth:`resource`).
+        """
         template = types.ResourceTemplate(
             uri_template=uri_template, name=name or uri_template, description=description, mime_type=mime_type
         )
         self.templates.append(template)
+        if handler is not None:
+            self.template_readers.append((template, handler))
+        return self
+
+    def completion(self, handler: Handler) -> Self:
+        """Answer ``completion/complete`` with ``handler(ref, argument_name, value)`` (sync or async): the values.
+
+        ``ref`` is the request's ``PromptReference`` or ``ResourceTemplateReference``. Set it before
+        serving: the ``completions`` capability is announced only by a mock that has one.
+        """
+        self.completer = handler
         return self
 
     def prompt(
@@ -411,9 +429,11 @@ class MockSpec:
         """
         if self.replaying is None:
             handled = [tool.name for tool in self.tools.values() if tool.handler is not None]
+            handled += [template.uri_template for template, _ in self.template_readers]
+            handled += ["completion"] if self.completer is not None else []
             if handled:
                 raise UsageError(
-                    f"mock {self.name!r}: the tools {handled} have Python handlers, which a child process cannot run",
+                    f"mock {self.name!r}: {handled} have Python handlers, which a child process cannot run",
                     hint="give them fixed results, or serve it from a module: serve('stdio', module='pkg.mod:mock')",
                 )
         return {
