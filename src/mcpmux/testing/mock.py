@@ -13,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpmux.testing.replay import Match, read_recording, replay_into
-from mcpmux.testing.serving import Served, TransportName, serve
 from mcpmux.testing.spec import ERAS, Call, Era, InitializeAnswer, MockSpec, MockTool, apply_spec, to_result
+
+if TYPE_CHECKING:
+    # Loaded by serve() only: a mock run as a child (run_stdio) never needs mcpmux's configuration.
+    from mcpmux.testing.serving import Served, TransportName
 
 __all__ = ["ERAS", "Call", "Era", "InitializeAnswer", "MockServer", "MockTool", "to_result"]
 
@@ -42,6 +45,8 @@ class MockServer(MockSpec):
 
         See :func:`mcpmux.testing.serving.serve` for the options.
         """
+        from mcpmux.testing.serving import serve
+
         return serve(self, transport, **options)
 
     def run_stdio(self, calls: str | Path | None = None) -> None:

@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -35,7 +35,10 @@ from pydantic import BaseModel
 
 from mcpmux.testing.failures import Crash, Delay, Error, Failure, GarbageOutput, Hang, HugeResult, ListChangedAfter
 from mcpmux.testing.spec import Call, MockSpec, MockTool
-from mcpmux.transports.base import ReadStream, WriteStream
+
+if TYPE_CHECKING:
+    # Types only: a mock run as a child never loads mcpmux's transports (about 70 ms a start).
+    from mcpmux.transports.base import ReadStream, WriteStream
 
 __all__ = ["GARBAGE_RESULT", "EraGate", "MockRuntime", "ToolContext"]
 
