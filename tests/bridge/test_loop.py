@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp.server.mcpserver import MCPServer
 
 from mcpmux.bridge.agent import AgentOptions, agent_session, describe_servers
 from mcpmux.bridge.loop import CANCELLED_RESULT, AgentLoop, LoopEvent, TextDelta, ToolFinished, ToolStarted
@@ -17,6 +16,7 @@ from mcpmux.config.models import BuiltinServerConfig, Config, LLMConfig, Securit
 from mcpmux.manager import Manager
 from mcpmux.policy import Guard, StateStore
 from mcpmux.provider_names import get_profile
+from mcpmux.testing import MockServer
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 from tests.manager.conftest import factory, stdio
 
@@ -146,12 +146,8 @@ async def test_the_loop_stops_after_max_turns(root: Path, store: StateStore) -> 
     assert llm.remaining == 1
 
 
-def hanging_server(seen: dict[str, anyio.Event]) -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("slow")
-
-    @server.tool()
+def hanging_server(seen: dict[str, anyio.Event]) -> MockServer:
     async def hang() -> str:
-        """Never answer."""
         seen["started"].set()
         try:
             await anyio.sleep_forever()
@@ -159,7 +155,7 @@ def hanging_server(seen: dict[str, anyio.Event]) -> MCPServer[Any]:
             seen["cancelled"].set()
         return "unreachable"
 
-    return server
+    return MockServer("slow").tool("hang", hang, description="Never answer.")
 
 
 async def test_cancelling_the_loop_cancels_the_call_on_the_server(store: StateStore) -> None:
@@ -180,21 +176,19 @@ async def test_cancelling_the_loop_cancels_the_call_on_the_server(store: StateSt
             await loop.provider.aclose()
 
 
-def meeting_server() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("meet")
+def meeting_server() -> MockServer:
     arrived: list[str] = []
     everyone = anyio.Event()
 
-    @server.tool()
     async def meet(who: str) -> str:
-        """Wait until two callers are inside at once."""
         arrived.append(who)
         if len(arrived) == 2:
             everyone.set()
         await everyone.wait()
         return f"{who} met {len(arrived) - 1} other"
 
-    return server
+    who = {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}
+    return MockServer("meet").tool("meet", meet, description="Wait until two callers are inside at once.", schema=who)
 
 
 async def test_several_calls_in_one_answer_run_at_the_same_time(store: StateStore) -> None:

@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp.server.mcpserver import MCPServer
 
 from mcpmux.bridge.loop import AgentLoop
 from mcpmux.bridge.providers.openai import OpenAIProvider
@@ -18,6 +17,7 @@ from mcpmux.config.models import Config, LLMConfig
 from mcpmux.manager import Manager
 from mcpmux.policy import Guard, StateStore
 from mcpmux.provider_names import get_profile
+from mcpmux.testing import MockServer
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 from tests.manager.conftest import factory, stdio
 
@@ -28,21 +28,31 @@ OBJECTS = ("issue", "invoice", "calendar_event", "email", "contact", "file", "ti
 SERVERS = ("crm", "ops")
 
 
-def catalog_server(name: str) -> MCPServer[Any]:
+PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "target_id": {"type": "string", "default": ""},
+        "note": {"type": "string", "default": ""},
+        "limit": {"type": "integer", "default": 10},
+    },
+}
+
+
+def catalog_server(name: str) -> MockServer:
     """100 tools with realistic descriptions and three parameters each."""
-    server: MCPServer[Any] = MCPServer(name)
+    server = MockServer(name)
     for verb in VERBS:
         for obj in OBJECTS:
 
             def handler(target_id: str = "", note: str = "", limit: int = 10, verb: str = verb, obj: str = obj) -> str:
-                return f"{verb} {obj} {target_id}"
+                return f"{verb} {obj} {target_id}"  # verb and obj are bound here, not parameters of the tool
 
             description = (
                 f"{verb.capitalize()} a {obj.replace('_', ' ')} in the {name} system. Use it when the user asks "
                 f"to {verb} one {obj.replace('_', ' ')} by id; it returns the {obj.replace('_', ' ')} as JSON "
                 "with its fields, owner, timestamps and links."
             )
-            server.add_tool(handler, name=f"{verb}_{obj}", description=description)
+            server.tool(f"{verb}_{obj}", handler, description=description, schema=PARAMETERS)
     return server
 
 

@@ -1,7 +1,7 @@
 """What a real child's answers become: a server's own -32000 error, and an answer above the size cap.
 
-The child is ``tests/fixtures/answers_server.py`` (the SDK's low-level server), over stdio and
-over real TCP on 127.0.0.1; the size cap is also tested against server-everything (TypeScript,
+The child is ``tests/fixtures/answers_server.py`` (a ``MockServer`` of the test kit), over stdio and
+over real TCP on 127.0.0.1 (served by the kit); the size cap is also tested against server-everything (TypeScript,
 which writes the ``id`` last).
 """
 
@@ -16,10 +16,9 @@ import anyio
 import mcp_types as types
 import pytest
 
-from mcpmux.config.models import ServerConfig, Settings, StdioServerConfig, TcpServerConfig
+from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.connection import Connection
 from mcpmux.errors import EXIT_FAILED, ResponseTooLarge, ServerError, exit_code_for
-from mcpmux.transports import serve_tcp
 from tests.fixtures.answers_server import build
 from tests.peers.fixtures import stdio_command
 
@@ -44,12 +43,8 @@ async def connected(kind: str) -> AsyncIterator[Connection]:
         async with Connection(stdio_child(), SETTINGS) as conn:
             yield conn
         return
-    async with anyio.create_task_group() as tg:
-        port = await tg.start(serve_tcp, build())
-        server: ServerConfig = TcpServerConfig(name="answers", url=f"tcp://127.0.0.1:{port}")
-        async with Connection(server, SETTINGS) as conn:
-            yield conn
-        tg.cancel_scope.cancel()
+    async with build().serve("tcp") as served, Connection(served.config, SETTINGS) as conn:
+        yield conn
 
 
 def text(result: types.CallToolResult) -> str:

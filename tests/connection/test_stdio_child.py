@@ -1,14 +1,12 @@
 """A real child over our stdio transport: crash mid-call, death before the handshake, a hang.
 
-The crash and the hang come from a :class:`~mcpmux.testing.MockServer` served as a child
-(``python -m mcpmux.testing``); death before the handshake from the misbehaving fixture server.
+The crash, the hang and the death before the handshake come from a :class:`~mcpmux.testing.MockServer`
+served as a child (``python -m mcpmux.testing``).
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,14 +18,6 @@ from mcpmux.errors import CommandNotFound, MCPTimeoutError, ServerExited
 from mcpmux.testing import MockServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
-
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "misbehaving_server.py"
-
-
-def misbehaving(*args: str, **fields: Any) -> Connection:
-    """A connection to the misbehaving fixture server, through ``open_transport``."""
-    server = StdioServerConfig(name="bad", command=sys.executable, args=(str(FIXTURE), *args), **fields)
-    return Connection(server, Settings())
 
 
 def flaky() -> MockServer:
@@ -51,8 +41,9 @@ async def test_a_crash_mid_call_fails_it_at_once_with_exit_code_and_stderr() -> 
 
 
 async def test_a_child_that_exits_before_the_handshake_says_why() -> None:
+    refusing = MockServer("bad").exit_on_start(3, "fatal: refusing to start")
     with anyio.fail_after(20), pytest.raises(ServerExited) as caught:
-        async with misbehaving("--exit-before-handshake"):
+        async with refusing.serve("stdio") as served, served.connection():
             pass
     assert caught.value.exit_code == 3
     assert "refusing to start" in caught.value.stderr_tail

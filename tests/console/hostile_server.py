@@ -1,25 +1,24 @@
 """A real stdio MCP server whose tool description and results carry markup, for the console's XSS tests.
 
-Run: ``python tests/console/hostile_server.py``. ``markup_tool`` is described with a script tag and
-an image whose ``onerror`` runs code; it answers with the same markup as text, and with an SVG
-"image" (which may carry script, so the console must not show it as an image).
+Run: ``python tests/console/hostile_server.py`` (a ``MockServer`` run as a script by the test kit).
+``markup_tool`` is described with a script tag and an image whose ``onerror`` runs code; it answers
+with the same markup as text, and with an SVG "image" (which may carry script, so the console must
+not show it as an image).
 """
 
 from __future__ import annotations
 
 import base64
-from typing import Any
 
-from mcp.server.mcpserver import MCPServer
 from mcp_types import ImageContent, TextContent
+
+from mcpmux.testing import MockServer
 
 MARKUP = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'
 SVG = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>').decode()
+TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
-server: MCPServer[Any] = MCPServer("hostile", log_level="WARNING")
 
-
-@server.tool(description=f"Echo text. {MARKUP}")
 def markup_tool(text: str) -> list[TextContent | ImageContent]:
     return [
         TextContent(type="text", text=f"{MARKUP} {text}"),
@@ -27,5 +26,7 @@ def markup_tool(text: str) -> list[TextContent | ImageContent]:
     ]
 
 
+mock = MockServer("hostile").tool("markup_tool", markup_tool, description=f"Echo text. {MARKUP}", schema=TEXT)
+
 if __name__ == "__main__":
-    server.run()
+    mock.run_stdio()

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.mcpserver import Context, MCPServer
 
 from mcpmux.config.models import Config, SecurityConfig, ServerConfig
 from mcpmux.gateway import Downstream, Gateway
 from mcpmux.host import Host
 from mcpmux.policy import StateStore
-from tests.manager.conftest import factory, stdio
+from mcpmux.testing import MockServer, ToolContext
+from tests.manager.conftest import Upstream, factory, stdio
 
 
 @asynccontextmanager
 async def gateway_over(
-    servers: dict[str, MCPServer[Any]],
+    servers: Mapping[str, Upstream],
     *configs: ServerConfig,
     security: SecurityConfig | None = None,
     separator: str = "__",
@@ -42,20 +41,15 @@ async def gateway_over(
                 tg.cancel_scope.cancel()
 
 
-def rich_server(name: str, cancelled: anyio.Event | None = None) -> MCPServer[Any]:
+def rich_server(name: str, cancelled: anyio.Event | None = None) -> MockServer:
     """Tools with progress and cancellation, a resource, a template, a prompt with completion."""
-    server: MCPServer[Any] = MCPServer(name)
 
-    @server.tool()
-    async def slow(steps: int, ctx: Context) -> str:
-        """Report progress ``steps`` times."""
+    async def slow(steps: int, ctx: ToolContext) -> str:
         for step in range(steps):
             await ctx.report_progress(step + 1, steps, f"step {step + 1}")
         return f"{name}: done"
 
-    @server.tool()
     async def hang() -> str:
-        """Never answer (until cancelled)."""
         try:
             await anyio.sleep_forever()
         finally:
@@ -63,28 +57,25 @@ def rich_server(name: str, cancelled: anyio.Event | None = None) -> MCPServer[An
                 cancelled.set()
         return "unreachable"
 
-    @server.tool()
-    async def noisy(ctx: Context) -> str:
-        """Send one log message, then answer."""
+    async def noisy(ctx: ToolContext) -> str:
         params = types.LoggingMessageNotificationParams(level="warning", data="careful", logger="core")
-        await ctx.session.send_notification(types.LoggingMessageNotification(params=params))
+        await ctx.request.session.send_notification(types.LoggingMessageNotification(params=params))
         return "logged"
 
-    @server.resource("memo://greeting", name="greeting")
-    def greeting() -> str:
-        return f"hello from {name}"
+    def complete(ref: object, argument: str, value: str) -> list[str]:
+        return [f"{name}-{value}-1", f"{name}-{value}-2"]
 
-    @server.resource(f"{name}://notes/{{topic}}", name="notes")
-    def notes(topic: str) -> str:
-        return f"{name} notes on {topic}"
-
-    @server.prompt()
-    def review(code: str) -> str:
-        """Review some code."""
-        return f"{name} please review: {code}"
-
-    @server.completion()
-    async def complete(ref: Any, argument: Any, context: Any) -> Any:
-        return types.Completion(values=[f"{name}-{argument.value}-1", f"{name}-{argument.value}-2"])
-
-    return server
+    steps = {"type": "object", "properties": {"steps": {"type": "integer"}}, "required": ["steps"]}
+    return (
+        MockServer(name)
+        .resource_subscriptions(False)
+        .tool("slow", slow, description="Report progress ``steps`` times.", schema=steps)
+        .tool("hang", hang, description="Never answer (until cancelled).")
+        .tool("noisy", noisy, description="Send one log message, then answer.")
+        .resource("memo://greeting", f"hello from {name}", name="greeting", mime_type="text/plain")
+        .resource_template(
+            f"{name}://notes/{{topic}}", lambda topic: f"{name} notes on {topic}", name="notes", mime_type="text/plain"
+        )
+        .prompt("review", f"{name} please review: {{code}}", description="Review some code.", arguments=["code"])
+        .completion(complete)
+    )

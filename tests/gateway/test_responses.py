@@ -18,10 +18,10 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.server.mcpserver import MCPServer
 
 from mcpmux.gateway import Gateway, responses as responses_module
 from mcpmux.gateway.http import HttpOptions, serve_http
+from mcpmux.testing import MockServer
 from tests.gateway.conftest import gateway_over, rich_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.network]
@@ -35,16 +35,13 @@ INIT = {
 }
 
 
-def napper() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("nap")
-
-    @server.tool()
+def napper() -> MockServer:
     async def nap(seconds: float) -> str:
-        """Sleep, saying nothing, then answer."""
         await anyio.sleep(seconds)
         return "rested"
 
-    return server
+    seconds = {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]}
+    return MockServer("nap").tool("nap", nap, description="Sleep, saying nothing, then answer.", schema=seconds)
 
 
 @asynccontextmanager

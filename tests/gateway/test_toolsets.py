@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,7 +24,7 @@ from mcpmux.host import Host
 from mcpmux.policy import StateStore
 from mcpmux.policy.toolsets import Toolset, toolset_named
 from tests.gateway.conftest import rich_server
-from tests.manager.conftest import dynamic_server, echo_server, factory, stdio
+from tests.manager.conftest import Upstream, dynamic_server, echo_server, factory, stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ TOOLSETS = {
 }
 
 
-def servers() -> dict[str, MCPServer[Any]]:
+def servers() -> dict[str, Upstream]:
     return {
         "fs": echo_server("fs", "read_file", "read_dir", "write_file"),
         "web": echo_server("web", "search"),
@@ -47,7 +47,7 @@ def servers() -> dict[str, MCPServer[Any]]:
 
 @asynccontextmanager
 async def host_of(
-    upstreams: dict[str, MCPServer[Any]], toolsets: dict[str, ToolsetConfig], **config: Any
+    upstreams: Mapping[str, Upstream], toolsets: dict[str, ToolsetConfig], **config: Any
 ) -> AsyncIterator[tuple[Host, Downstream]]:
     downstream = Downstream()
     whole = Config(
@@ -67,7 +67,7 @@ async def host_of(
 
 @asynccontextmanager
 async def toolset_gateway(
-    name: str, upstreams: dict[str, MCPServer[Any]] | None = None, **config: Any
+    name: str, upstreams: Mapping[str, Upstream] | None = None, **config: Any
 ) -> AsyncIterator[Gateway]:
     async with host_of(upstreams or servers(), TOOLSETS, **config) as (host, downstream):
         gateway = Gateway(host, downstream=downstream, toolset=toolset_named(host.config, name))

@@ -4,34 +4,32 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from mcp.server.mcpserver import MCPServer
 
 from mcpmux.config.models import Config, ServerConfig, Settings
 from mcpmux.connection import ClientCallbacks, Connection
 from mcpmux.errors import ConnectFailed
 from mcpmux.manager import Manager, ServerState, StateChanged
+from mcpmux.testing import Served, in_memory
 from mcpmux.transports.base import TransportStreams
-from mcpmux.transports.inprocess import open_mcp_server
 from tests.manager.conftest import echo_server, stdio
 
 pytestmark = [pytest.mark.anyio]
 
 
 @asynccontextmanager
-async def crashing(server: MCPServer[Any], crash: anyio.Event) -> AsyncIterator[TransportStreams]:
-    """``server`` in-process, over a transport whose own task raises once ``crash`` is set."""
+async def crashing(server: Served, crash: anyio.Event) -> AsyncIterator[TransportStreams]:
+    """``server`` (a mock served in memory), over a transport whose own task raises once ``crash`` is set."""
 
     async def blow_up() -> None:
         await crash.wait()
         raise ConnectFailed("boom", "memory://boom", "the peer vanished (test)")
 
     async with (
-        open_mcp_server(server, name="boom", describe="in-process boom") as streams,
+        server.open() as streams,
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(blow_up)
@@ -44,18 +42,13 @@ def text(result: types.CallToolResult) -> str:
 
 async def test_a_transport_crashing_mid_session_fails_its_server_and_the_host_lives_on() -> None:
     crash = anyio.Event()
-    servers = {"good": echo_server("good", "ping"), "boom": echo_server("boom", "ping")}
+    servers = {name: in_memory(echo_server(name, "ping")) for name in ("good", "boom")}
 
     def factory(config: ServerConfig, settings: Settings, callbacks: ClientCallbacks) -> Connection:
         built = servers[config.name]
         if config.name == "boom" and not crash.is_set():
             return Connection(config, settings, callbacks=callbacks, transport=lambda: crashing(built, crash))
-        return Connection(
-            config,
-            settings,
-            callbacks=callbacks,
-            transport=lambda: open_mcp_server(built, name=config.name, describe=config.name),
-        )
+        return built.connection_factory(config, settings, callbacks)
 
     config = Config(servers=(stdio("good"), stdio("boom")), settings=Settings(retry_attempts=0))
     with anyio.fail_after(20):

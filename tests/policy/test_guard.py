@@ -5,17 +5,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from mcp.server.mcpserver import MCPServer
 
 from mcpmux.config.models import Config, SecurityConfig, Settings, StdioServerConfig
 from mcpmux.errors import ApprovalDenied, ToolDefinitionChanged, ToolDenied, ToolQuarantined
 from mcpmux.manager import Manager
 from mcpmux.policy import Answer, ApprovalRequest, Guard, StateStore
+from mcpmux.testing import MockServer
 from tests.manager.conftest import factory, stdio
 
 pytestmark = pytest.mark.anyio
@@ -29,20 +28,23 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
         yield db
 
 
-def counting_server(calls: list[str]) -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("files")
-
-    @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
+def counting_server(calls: list[str]) -> MockServer:
     def read_file(path: str, token: str = "") -> str:
         calls.append(f"read {path}")
         return f"contents of {path}"
 
-    @server.tool(annotations=types.ToolAnnotations(destructive_hint=True))
     def delete_file(path: str) -> str:
         calls.append(f"delete {path}")
         return f"deleted {path}"
 
-    return server
+    path = {"path": {"type": "string"}}
+    read = {"type": "object", "properties": {**path, "token": {"type": "string", "default": ""}}, "required": ["path"]}
+    delete = {"type": "object", "properties": path, "required": ["path"]}
+    return (
+        MockServer("files")
+        .tool("read_file", read_file, schema=read, annotations=types.ToolAnnotations(read_only_hint=True))
+        .tool("delete_file", delete_file, schema=delete, annotations=types.ToolAnnotations(destructive_hint=True))
+    )
 
 
 def in_process(calls: list[str], security: SecurityConfig) -> Manager:

@@ -15,11 +15,15 @@ from mcp import ClientSession
 from mcp.server.mcpserver import MCPServer
 from pydantic import SecretStr
 
+import mcpmux
 from mcpmux.config.models import ServerConfig, Settings, StdioServerConfig
 from mcpmux.servers._sdk import new_server
 from mcpmux.transports import TransportStreams, open_transport
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "misbehaving_server.py"
+# The fixture is a MockServer script: it imports mcpmux, which an editable install keeps in the source
+# tree (a regular install keeps it in site-packages, readable anyway). A sandbox must grant it.
+MCPMUX_CODE = str(Path(mcpmux.__file__).resolve().parents[1])
 WAIT_S = 20
 
 

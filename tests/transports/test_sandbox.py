@@ -47,9 +47,10 @@ from mcpmux.transports.sandbox import (
 )
 from mcpmux.transports.stdio import child_environment
 from tests.peers.fixtures import stdio_command
-from tests.transports.conftest import FIXTURE, WAIT_S
+from tests.transports.conftest import FIXTURE, MCPMUX_CODE, WAIT_S
 
 ON = SandboxConfig(enabled=True)
+SERVER_ON = SandboxConfig(enabled=True, filesystem=(MCPMUX_CODE,))
 BACKENDS = ("bubblewrap", "landlock")
 
 
@@ -294,7 +295,7 @@ def test_a_parent_variable_outside_the_allow_list_never_reaches_a_sandboxed_chil
 @pytest.mark.subprocess
 @pytest.mark.anyio
 async def test_a_real_mcp_server_works_inside_the_sandbox(backend: str) -> None:
-    server = stdio(ON, protocol="2025-11-25")
+    server = stdio(SERVER_ON, protocol="2025-11-25")
     async with Connection(server, Settings()) as connection:
         names = [tool.name for tool in await connection.list_tools()]
         result = await connection.call_tool("echo", {"text": "from the sandbox"})
@@ -309,8 +310,9 @@ from mcpmux.config.models import SandboxConfig, ServerSecurity, Settings, StdioS
 from mcpmux.transports import open_transport
 
 async def main() -> None:
+    sandbox = SandboxConfig(enabled=True, filesystem=(sys.argv[2],))
     server = StdioServerConfig(name="fx", command=sys.executable, args=(sys.argv[1],),
-                               security=ServerSecurity(sandbox=SandboxConfig(enabled=True)))
+                               security=ServerSecurity(sandbox=sandbox))
     async with open_transport(server, Settings()) as streams, ClientSession(streams.read, streams.write) as session:
         await session.initialize()
         await session.call_tool("spawn_grandchild", {})
@@ -342,7 +344,7 @@ def alive(pids: list[int]) -> list[int]:
 @pytest.mark.subprocess
 def test_a_sandboxed_server_and_its_children_die_with_a_sigkilled_host(backend: str) -> None:
     host = subprocess.Popen(
-        [sys.executable, "-c", HOST, str(FIXTURE)],
+        [sys.executable, "-c", HOST, str(FIXTURE), MCPMUX_CODE],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         start_new_session=True,

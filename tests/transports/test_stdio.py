@@ -21,7 +21,7 @@ from mcpmux.errors import CommandNotFound, MessageTooLarge, ServerExited
 from mcpmux.transports import child_environment, open_transport
 from mcpmux.transports._stderr import LOG_FILE_MAX_BYTES
 from mcpmux.transports.stdio import INHERITED_ENV_VARS
-from tests.transports.conftest import WAIT_S, fixture_config, session_over
+from tests.transports.conftest import MCPMUX_CODE, WAIT_S, fixture_config, session_over
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -112,14 +112,14 @@ async def test_a_crash_mid_call_fails_the_request_at_once() -> None:
             await session.initialize()
             start = time.monotonic()
             with pytest.raises(MCPError):
-                await session.call_tool("crash", {"code": 7})
+                await session.call_tool("crash", {})
             elapsed = time.monotonic() - start
             assert streams.exit_code() == 7
     assert elapsed < 2.0
     exited = [e for e in received.errors if isinstance(e, ServerExited)]
     assert exited
     assert exited[0].exit_code == 7
-    assert "crashing (fixture)" in exited[0].stderr_tail
+    assert "crashing (mock)" in exited[0].stderr_tail
 
 
 async def test_a_grandchild_dies_with_the_connection_and_no_zombie_is_left() -> None:
@@ -225,7 +225,7 @@ async def test_a_sandboxed_server_runs_through_the_sandbox_wrapper() -> None:
 
     if sandbox_backend().name not in ("bubblewrap", "landlock"):
         pytest.skip("no sandbox backend works on this machine")
-    sandbox = SandboxConfig(enabled=True)
+    sandbox = SandboxConfig(enabled=True, filesystem=(MCPMUX_CODE,))
     config = fixture_config().model_copy(update={"security": ServerSecurity(sandbox=sandbox)})
     with anyio.fail_after(WAIT_S):
         async with session_over(config) as (streams, session):

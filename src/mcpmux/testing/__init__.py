@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         Hang as Hang,
         HugeResult as HugeResult,
         ListChangedAfter as ListChangedAfter,
+        Startup as Startup,
     )
     from mcpmux.testing.mock import ERAS as ERAS, Call as Call, Era as Era, MockServer as MockServer
     from mcpmux.testing.runtime import ToolContext as ToolContext
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         TRANSPORTS as TRANSPORTS,
         Served as Served,
         TransportName as TransportName,
+        in_memory as in_memory,
         serve as serve,
     )
     from mcpmux.testing.session import open_host as open_host, open_manager as open_manager

@@ -13,19 +13,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
-import sys
-from dataclasses import asdict
 from pathlib import Path
 
-import anyio
-from mcp.server.stdio import stdio_server
+from mcpmux.testing.child import GARBAGE_LINE, run_stdio
+from mcpmux.testing.mock import MockServer
 
-from mcpmux.testing.failures import Crash
-from mcpmux.testing.mock import Call, MockServer
-from mcpmux.testing.runtime import MockRuntime
-
-GARBAGE_LINE = b"this line is not JSON-RPC (mock garbage_output)\n"
+__all__ = ["GARBAGE_LINE", "load_mock", "main"]
 
 
 def load_mock(spec: str | None, module: str | None) -> MockServer:
@@ -52,31 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     source.add_argument("--module", help="pkg.mod:attr naming a MockServer (or a function returning one)")
     parser.add_argument("--calls", help="append each tools/call to this file, one JSON line each")
     options = parser.parse_args(argv)
-    mock = load_mock(options.spec, options.module)
-    # stdio_server() reads and writes through its own wrappers; keep the raw fd for garbage lines.
-    raw_stdout = os.dup(1)
-    calls = Path(options.calls) if options.calls else None
-
-    async def crash(failure: Crash) -> None:
-        os.write(2, b"crashing (mock)\n")
-        os._exit(failure.exit_code)
-
-    def garbage() -> None:
-        os.write(raw_stdout, GARBAGE_LINE)
-
-    def logged(call: Call) -> None:
-        if calls is not None:
-            with calls.open("a") as log:
-                log.write(json.dumps(asdict(call)) + "\n")
-
-    runtime = MockRuntime(mock, on_crash=crash, on_garbage=garbage, on_call=logged)
-
-    async def serve() -> None:
-        async with stdio_server() as (read, write):
-            await runtime.run(read, write, runtime.create_initialization_options())
-
-    anyio.run(serve)
-    sys.exit(0)
+    run_stdio(load_mock(options.spec, options.module), Path(options.calls) if options.calls else None)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ over stdio misbehaves the same way). They act on a call in the order they were a
 - :class:`HugeResult` answers with a text of ``mb`` megabytes;
 - :class:`ListChangedAfter` changes the tool list once ``n`` calls were made (a tool
   ``added_after_<n>`` appears) and sends ``notifications/tools/list_changed``.
+
+:class:`Startup` is how the server starts rather than how it answers a call: slowly (a cold
+``npx`` start), after a banner of non-JSON lines on stdout, or not at all (an exit before the
+handshake, with a reason on stderr).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "Hang",
     "HugeResult",
     "ListChangedAfter",
+    "Startup",
     "failure_from_json",
     "failure_to_json",
 ]
@@ -91,6 +96,40 @@ class ListChangedAfter:
 
     n: int
     kind: Literal["list_changed_after"] = "list_changed_after"
+
+
+@dataclass(frozen=True, slots=True)
+class Startup:
+    """How a mock starts: each session (or the child process) before it answers anything.
+
+    Attributes:
+        delay: seconds of silence before anything is answered (a child sleeps before it reads stdin).
+        garbage_lines: non-JSON lines a child writes on its stdout before it serves (a banner).
+        exit_code: when set, the server never serves: a child writes ``stderr`` and exits with this
+            code; in-process and socket sessions end at once (their streams close).
+        stderr: the line a child writes on stderr before exiting (``exit_code``).
+    """
+
+    delay: float = 0.0
+    garbage_lines: int = 0
+    exit_code: int | None = None
+    stderr: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """This startup as a JSON object."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Startup:
+        """The startup a :meth:`to_json` object describes (the default for ``None``).
+
+        Raises:
+            UsageError: fields that do not fit.
+        """
+        try:
+            return cls(**(data or {}))
+        except TypeError as exc:
+            raise UsageError(f"invalid mock startup {data!r}: {exc}") from exc
 
 
 Failure = Delay | Hang | Crash | Error | GarbageOutput | HugeResult | ListChangedAfter

@@ -13,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpmux.testing.replay import Match, read_recording, replay_into
-from mcpmux.testing.serving import Served, TransportName, serve
 from mcpmux.testing.spec import ERAS, Call, Era, InitializeAnswer, MockSpec, MockTool, apply_spec, to_result
+
+if TYPE_CHECKING:
+    # Loaded by serve() only: a mock run as a child (run_stdio) never needs mcpmux's configuration.
+    from mcpmux.testing.serving import Served, TransportName
 
 __all__ = ["ERAS", "Call", "Era", "InitializeAnswer", "MockServer", "MockTool", "to_result"]
 
@@ -42,7 +45,23 @@ class MockServer(MockSpec):
 
         See :func:`mcpmux.testing.serving.serve` for the options.
         """
+        from mcpmux.testing.serving import serve
+
         return serve(self, transport, **options)
+
+    def run_stdio(self, calls: str | Path | None = None) -> None:
+        """Serve this mock on this process's stdin/stdout until stdin closes, then exit.
+
+        For a script that is a mock server (``if __name__ == "__main__": mock.run_stdio()``), the
+        way ``python -m mcpmux.testing`` serves one; tools may have Python handlers. Each call is
+        appended to ``calls`` (JSON lines) when given.
+
+        Raises:
+            SystemExit: always (see :func:`mcpmux.testing.child.run_stdio`).
+        """
+        from mcpmux.testing.child import run_stdio
+
+        run_stdio(self, Path(calls) if calls is not None else None)
 
     @classmethod
     def replay(cls, path: str | Path, *, match: Match = "strict", name: str | None = None) -> MockServer:

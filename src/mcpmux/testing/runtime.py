@@ -10,12 +10,15 @@ stream per session; :mod:`mcpmux.testing.http` applies the same gate to each POS
 
 from __future__ import annotations
 
+import base64
+import inspect
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -32,7 +35,10 @@ from pydantic import BaseModel
 
 from mcpmux.testing.failures import Crash, Delay, Error, Failure, GarbageOutput, Hang, HugeResult, ListChangedAfter
 from mcpmux.testing.spec import Call, MockSpec, MockTool
-from mcpmux.transports.base import ReadStream, WriteStream
+
+if TYPE_CHECKING:
+    # Types only: a mock run as a child never loads mcpmux's transports (about 70 ms a start).
+    from mcpmux.transports.base import ReadStream, WriteStream
 
 __all__ = ["GARBAGE_RESULT", "EraGate", "MockRuntime", "ToolContext"]
 
@@ -123,6 +129,8 @@ class MockRuntime(Server[Any]):
         on_crash: what a :class:`Crash` does here (exit the process, drop the sessions).
         on_garbage: writes a raw non-JSON line where the transport allows (a child's stdout).
         on_call: sees each call (a child writes it to its call log).
+        apply_startup: whether each session plays the mock's :class:`Startup` (delay, exit); a
+            child process plays it once itself, before it serves.
     """
 
     def __init__(
@@ -132,6 +140,7 @@ class MockRuntime(Server[Any]):
         on_crash: Crasher | None = None,
         on_garbage: Callable[[], None] | None = None,
         on_call: Observer | None = None,
+        apply_startup: bool = True,
     ) -> None:
         self.bus = InMemorySubscriptionBus()
         """Change events for stateless-era clients' ``subscriptions/listen`` streams."""
@@ -148,6 +157,7 @@ class MockRuntime(Server[Any]):
             on_get_prompt=self._get_prompt,
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
+            on_completion=self._complete if mock.completer is not None else None,
         )
         self.mock = mock
         self.subscribed: set[str] = set()
@@ -156,6 +166,7 @@ class MockRuntime(Server[Any]):
         self._on_crash = on_crash or self.drop_sessions
         self._on_garbage = on_garbage
         self._on_call = on_call
+        self._apply_startup = apply_startup
         self._sessions: set[anyio.CancelScope] = set()
 
     def create_initialization_options(
@@ -168,6 +179,22 @@ class MockRuntime(Server[Any]):
         options = notification_options or NotificationOptions(tools_changed=True)
         return super().create_initialization_options(options, experimental_capabilities, extensions)
 
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        if not self.mock.subscribable and capabilities.resources is not None:
+            resources = capabilities.resources.model_copy(update={"subscribe": False})
+            capabilities = capabilities.model_copy(update={"resources": resources})
+        return capabilities
+
     # -- sessions --------------------------------------------------------------------------------
 
     async def run(
@@ -178,6 +205,11 @@ class MockRuntime(Server[Any]):
         raise_exceptions: bool = False,
     ) -> None:
         """Serve one session through the era gate; a crash ends it (its streams close)."""
+        if self._apply_startup and not await self._start_session():
+            with anyio.CancelScope(shield=True):
+                await read_stream.aclose()
+                await write_stream.aclose()
+            return
         gate = EraGate(self)
         to_server, from_gate = anyio.create_memory_object_stream[SessionMessage | Exception](16)
         with anyio.CancelScope() as scope:
@@ -197,6 +229,17 @@ class MockRuntime(Server[Any]):
                     await read_stream.aclose()
         if scope.cancelled_caught:
             await write_stream.aclose()
+
+    async def _start_session(self) -> bool:
+        """Play the mock's startup for a session: wait its delay; ``False`` when it must not be served."""
+        startup = self.mock.startup
+        if startup.delay > 0:
+            await anyio.sleep(startup.delay)
+        if startup.exit_code is not None:
+            name, code = self.mock.name, startup.exit_code
+            logger.info("mock %r refuses to start (exit code %d): %s", name, code, startup.stderr)
+            return False
+        return True
 
     def set_crash_hook(self, on_crash: Crasher) -> None:
         """Make a :class:`Crash` call ``on_crash`` (the HTTP face restarts its server)."""
@@ -284,6 +327,8 @@ class MockRuntime(Server[Any]):
     async def _subscribe(
         self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
+        if not self.mock.subscribable:
+            raise MCPError(types.METHOD_NOT_FOUND, f"Method not found: resources/subscribe (mock {self.mock.name!r})")
         self.subscribed.add(str(params.uri))
         return types.EmptyResult()
 
@@ -305,8 +350,40 @@ class MockRuntime(Server[Any]):
         if resource is None and self.mock.book is not None:
             return types.ReadResourceResult.model_validate(self.mock.book.answer("resources/read", str(params.uri), {}))
         if resource is None:
+            read = await self._read_template(str(params.uri))
+            if read is not None:
+                return read
+        if resource is None:
             raise MCPError(RESOURCE_NOT_FOUND, f"no resource {params.uri!r} in mock {self.mock.name!r}")
         return types.ReadResourceResult(contents=[resource.contents(str(params.uri))])
+
+    async def _read_template(self, uri: str) -> types.ReadResourceResult | None:
+        """``uri`` read by the first template with a handler whose pattern it matches, if any."""
+        for template, handler in self.mock.template_readers:
+            variables = _match_template(template.uri_template, uri)
+            if variables is None:
+                continue
+            value = handler(**variables)
+            if inspect.isawaitable(value):
+                value = await value
+            if isinstance(value, bytes):
+                blob = base64.b64encode(value).decode()
+                contents: types.TextResourceContents | types.BlobResourceContents = types.BlobResourceContents(
+                    uri=uri, mime_type=template.mime_type, blob=blob
+                )
+            else:
+                contents = types.TextResourceContents(uri=uri, mime_type=template.mime_type, text=str(value))
+            return types.ReadResourceResult(contents=[contents])
+        return None
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        assert self.mock.completer is not None
+        values = self.mock.completer(params.ref, params.argument.name, params.argument.value)
+        if inspect.isawaitable(values):
+            values = await values
+        return types.CompleteResult(completion=types.Completion(values=[str(value) for value in values]))
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -410,6 +487,16 @@ class EraGate:
                         await write.send(SessionMessage(refused))
                         continue
                 await to_server.send(item)
+
+
+def _match_template(uri_template: str, uri: str) -> dict[str, str] | None:
+    """The variables of ``uri_template`` (simple ``{name}`` expansions, one path segment each) in ``uri``."""
+    pattern = "".join(
+        f"(?P<{piece[1:-1]}>[^/]+)" if piece.startswith("{") else re.escape(piece)
+        for piece in re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", uri_template)
+    )
+    found = re.fullmatch(pattern, uri)
+    return found.groupdict() if found else None
 
 
 def _is_modern(params: Mapping[str, Any]) -> bool:

@@ -47,11 +47,12 @@ from mcpmux.config.models import (
 )
 from mcpmux.connection import ClientCallbacks, Connection
 from mcpmux.errors import UsageError
+from mcpmux.testing.failures import Startup
 from mcpmux.testing.runtime import MockRuntime
 from mcpmux.testing.spec import Call, MockSpec
 from mcpmux.transports.base import ReadStream, TransportStreams, WriteStream
 
-__all__ = ["TRANSPORTS", "Served", "TransportName", "serve"]
+__all__ = ["TRANSPORTS", "Served", "TransportName", "in_memory", "serve"]
 
 TransportName = Literal["memory", "stdio", "tcp", "websocket", "sse", "http"]
 TRANSPORTS: tuple[TransportName, ...] = ("memory", "stdio", "tcp", "websocket", "sse", "http")
@@ -157,7 +158,9 @@ def serve(
             tools have Python handlers.
 
     Raises:
-        UsageError: an unknown transport, or a bearer token on a transport without headers.
+        UsageError: an unknown transport, a bearer token on a transport without headers, or a
+            startup behaviour (``slow_start``, ``exit_on_start``) on ``sse`` or ``http``, whose
+            sessions have no start to play it on.
     """
     if transport not in TRANSPORTS:
         raise UsageError(f"unknown mock transport {transport!r}", hint=f"one of: {', '.join(TRANSPORTS)}")
@@ -166,6 +169,11 @@ def serve(
             f"mock {mock.name!r} requires a bearer token, which {transport} cannot carry",
             hint="serve it over http, sse or websocket",
         )
+    if transport in ("sse", "http") and mock.startup != Startup():
+        raise UsageError(
+            f"mock {mock.name!r} has a startup behaviour ({mock.startup}), which {transport} cannot play",
+            hint="serve it over stdio, memory, tcp or websocket",
+        )
     if transport == "stdio":
         return _serve_stdio(mock, protocol, module)
     if transport == "memory":
@@ -173,8 +181,12 @@ def serve(
     return _serve_network(mock, transport, protocol)
 
 
-@asynccontextmanager
-async def _serve_memory(mock: MockSpec, protocol: ProtocolChoice) -> AsyncIterator[Served]:
+def in_memory(mock: MockSpec, protocol: ProtocolChoice = "auto") -> Served:
+    """``mock`` served in this process, without a context: serving in memory starts nothing to stop.
+
+    For code that builds its connections without an ``async with`` (a connection factory made
+    up front); ``serve(mock, "memory")`` yields the same thing.
+    """
     from mcpmux.transports.inprocess import open_mcp_server
 
     runtime = MockRuntime(mock)
@@ -187,7 +199,12 @@ async def _serve_memory(mock: MockSpec, protocol: ProtocolChoice) -> AsyncIterat
     config = StdioServerConfig(
         name=mock.name, command=sys.executable, args=("-c", f"raise SystemExit({hint!r})"), protocol=protocol
     )
-    yield Served(mock, "memory", config, runtime=runtime, _memory=memory)
+    return Served(mock, "memory", config, runtime=runtime, _memory=memory)
+
+
+@asynccontextmanager
+async def _serve_memory(mock: MockSpec, protocol: ProtocolChoice) -> AsyncIterator[Served]:
+    yield in_memory(mock, protocol)
 
 
 @asynccontextmanager
@@ -235,6 +252,9 @@ async def _serve_network(mock: MockSpec, transport: TransportName, protocol: Pro
 
     runtime = MockRuntime(mock)
     stop = anyio.Event()
+    # The body's own error is raised as itself after the servers stopped, not wrapped in the
+    # task group's ExceptionGroup: ``pytest.raises(ServerExited)`` around ``serve()`` works.
+    failure: Exception | None = None
     async with anyio.create_task_group() as tg:
         if transport == "tcp":
             port = await tg.start(serve_tcp, runtime, "127.0.0.1", 0)
@@ -254,6 +274,8 @@ async def _serve_network(mock: MockSpec, transport: TransportName, protocol: Pro
                 config = StreamableHttpServerConfig(name=mock.name, url=url, headers=_auth(mock), protocol=protocol)
         try:
             yield Served(mock, transport, config, url=url, runtime=runtime)
+        except Exception as exc:  # noqa: BLE001 - raised below, once the servers stopped
+            failure = exc
         finally:
             stop.set()
             if transport in ("tcp", "websocket"):
@@ -261,6 +283,8 @@ async def _serve_network(mock: MockSpec, transport: TransportName, protocol: Pro
             else:
                 # uvicorn shuts down on its own (lifespan included); cancelled only if it overstays.
                 tg.cancel_scope.deadline = anyio.current_time() + HTTP_SHUTDOWN_S
+    if failure is not None:
+        raise failure
 
 
 def _auth(mock: MockSpec) -> Any:

@@ -15,7 +15,7 @@ import inspect
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
@@ -31,6 +31,7 @@ from mcpmux.testing.failures import (
     Hang,
     HugeResult,
     ListChangedAfter,
+    Startup,
     failure_from_json,
     failure_to_json,
 )
@@ -173,8 +174,12 @@ class MockSpec:
         self.tools: dict[str, MockTool] = {}
         self.resources: dict[str, _Resource] = {}
         self.templates: list[types.ResourceTemplate] = []
+        self.template_readers: list[tuple[types.ResourceTemplate, Handler]] = []
+        self.completer: Handler | None = None
         self.prompts: dict[str, _Prompt] = {}
         self.failures: list[Failure] = []
+        self.startup = Startup()
+        self.subscribable = True
         self.bearer: str | None = None
         self.answered_version: str | None = None
         self.served_era: Era = "both"
@@ -230,16 +235,32 @@ class MockSpec:
     def resource_template(
         self,
         uri_template: str,
+        handler: Handler | None = None,
         *,
         name: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
     ) -> Self:
-        """Add a resource template (listed only: reading a URI it matches needs a :meth:`resource`)."""
+        """Add a resource template; ``handler(**variables)`` (sync or async) reads the URIs it matches.
+
+        The handler returns text, or bytes served as a blob. Without one the template is listed only
+        (reading a URI it matches needs a :meth:`resource`).
+        """
         template = types.ResourceTemplate(
             uri_template=uri_template, name=name or uri_template, description=description, mime_type=mime_type
         )
         self.templates.append(template)
+        if handler is not None:
+            self.template_readers.append((template, handler))
+        return self
+
+    def completion(self, handler: Handler) -> Self:
+        """Answer ``completion/complete`` with ``handler(ref, argument_name, value)`` (sync or async): the values.
+
+        ``ref`` is the request's ``PromptReference`` or ``ResourceTemplateReference``. Set it before
+        serving: the ``completions`` capability is announced only by a mock that has one.
+        """
+        self.completer = handler
         return self
 
     def prompt(
@@ -252,6 +273,14 @@ class MockSpec:
     def require_bearer(self, token: str) -> Self:
         """Refuse (HTTP 401) any HTTP, SSE or WebSocket request without ``Authorization: Bearer <token>``."""
         self.bearer = token
+        return self
+
+    def resource_subscriptions(self, enabled: bool = True) -> Self:
+        """Whether ``resources/subscribe`` is served (the default) or not, as most servers in the wild.
+
+        Without it, the capabilities say ``resources.subscribe: false`` and a subscribe gets -32601.
+        """
+        self.subscribable = enabled
         return self
 
     def protocol_version(self, version: str) -> Self:
@@ -319,6 +348,34 @@ class MockSpec:
         """After ``n`` calls (of ``tool``, or of any tool), add a tool and announce ``tools/list_changed``."""
         return self.fail(ListChangedAfter(n), tool)
 
+    # -- startup ---------------------------------------------------------------------------------
+
+    def slow_start(self, seconds: float) -> Self:
+        """Answer nothing for ``seconds`` after starting (a cold ``npx``/``uvx`` start; connect timeouts).
+
+        A child sleeps before it reads stdin; a session in this process or on a socket waits
+        before it reads its first message.
+        """
+        return self._start(delay=seconds)
+
+    def garbage_on_start(self, lines: int) -> Self:
+        """Write ``lines`` non-JSON lines on a child's stdout before serving (a banner on the wire).
+
+        Only a child (``stdio``) has a stdout to spoil; other transports ignore it.
+        """
+        return self._start(garbage_lines=lines)
+
+    def exit_on_start(self, code: int = 1, stderr: str = "fatal: refusing to start (mock)") -> Self:
+        """Never serve: a child writes ``stderr`` and exits with ``code`` before the handshake.
+
+        A session in this process or on a socket ends at once (its streams close).
+        """
+        return self._start(exit_code=code, stderr=stderr)
+
+    def _start(self, **changes: Any) -> Self:
+        self.startup = replace(self.startup, **changes)
+        return self
+
     def _tool(self, name: str) -> MockTool:
         try:
             return self.tools[name]
@@ -372,9 +429,11 @@ class MockSpec:
         """
         if self.replaying is None:
             handled = [tool.name for tool in self.tools.values() if tool.handler is not None]
+            handled += [template.uri_template for template, _ in self.template_readers]
+            handled += ["completion"] if self.completer is not None else []
             if handled:
                 raise UsageError(
-                    f"mock {self.name!r}: the tools {handled} have Python handlers, which a child process cannot run",
+                    f"mock {self.name!r}: {handled} have Python handlers, which a child process cannot run",
                     hint="give them fixed results, or serve it from a module: serve('stdio', module='pkg.mod:mock')",
                 )
         return {
@@ -387,6 +446,8 @@ class MockSpec:
             "replay": str(self.replaying) if self.replaying is not None else None,
             "match": self.book.match if self.book is not None else "strict",
             "failures": [failure_to_json(f) for f in self.failures],
+            "startup": self.startup.to_json(),
+            "subscriptions": self.subscribable,
             "tools": [_tool_spec(tool) for tool in self.tools.values()],
             "resources": [_resource_spec(r) for r in self.resources.values()],
             "templates": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in self.templates],
@@ -403,6 +464,8 @@ def apply_spec(mock: MockSpec, spec: Mapping[str, Any]) -> None:
     mock.answered_version = spec.get("protocol_version")
     mock.bearer = spec.get("bearer")
     mock.failures = [failure_from_json(f) for f in spec.get("failures", [])]
+    mock.startup = Startup.from_json(spec.get("startup"))
+    mock.subscribable = bool(spec.get("subscriptions", True))
     for item in spec.get("tools", []):
         mock.tools[item["name"]] = _tool_from_spec(item)
     for item in spec.get("resources", []):
