@@ -161,3 +161,17 @@ def test_the_writer_is_woken_when_its_queue_fills_not_for_every_row(
         assert count(path) == 1000
     # One wake when the queue filled again, plus the writer's own after each batch (flushers wait on it).
     assert len(wakes) <= 8, len(wakes)
+
+
+@pytest.mark.parametrize("part", ["mcpmux.policy.store", "mcpmux.sources.db"])
+def test_each_parts_known_head_is_the_newest_migration(part: str) -> None:
+    # The head is what an open database is compared with before Alembic is loaded: it must not rot.
+    import importlib
+
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+
+    migrations = importlib.import_module(part).MIGRATIONS
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(migrations.location))
+    assert ScriptDirectory.from_config(config).get_current_head() == migrations.head

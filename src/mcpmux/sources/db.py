@@ -19,7 +19,7 @@ from mcpmux.database import Migrations, open_engine as _open
 __all__ = ["DB_ENV", "DEFAULT_FILE", "MIGRATIONS", "default_url", "open_engine"]
 
 DEFAULT_FILE = "sources.db"
-MIGRATIONS = Migrations(Path(__file__).resolve().parent / "migrations", "mcpmux_sources_alembic")
+MIGRATIONS = Migrations(Path(__file__).resolve().parent / "migrations", "mcpmux_sources_alembic", "0001")
 
 
 def default_url() -> str:
