@@ -5,7 +5,7 @@ changed since it was pinned). A person signs in with a token, sees a server's st
 process is killed (live, without a reload), tries a tool through the generated form, approves a
 call a separate SDK client is waiting on (the client gets its result) and denies another, approves
 a changed pin, filters the audit log; axe-core finds no serious or critical violation on the main
-pages; screenshots of the main pages go to docs/screenshots.
+pages; screenshots of the main pages go to docs/screenshots (with MCPMUX_UPDATE_SCREENSHOTS=1).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +38,13 @@ pytestmark = [
 ]
 
 WAIT_MS = 30_000
-SCREENSHOTS = Path(__file__).parents[2] / "docs" / "screenshots"
+# The screenshots in docs/ are rewritten only when asked (MCPMUX_UPDATE_SCREENSHOTS=1), so a test run leaves
+# the tree clean; otherwise they are still taken, into a scratch directory.
+SCREENSHOTS = (
+    Path(__file__).parents[2] / "docs" / "screenshots"
+    if os.environ.get("MCPMUX_UPDATE_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / "mcpmux-console-screenshots"
+)
 AXE = peers_dir() / "node_modules" / "axe-core" / "axe.min.js"
 
 
