@@ -1,17 +1,18 @@
-"""SQLite files: one shared way to open, migrate, lock and write them.
+"""SQLite caches, and the appender every store writes its audit-like rows through.
 
-Every embedded database of mcpmux (the catalog cache, the state database of pins, approvals and
-audit rows, the content store) is a file in WAL mode with a busy timeout, opened lazily, shared by
-threads under a lock, with explicit ``BEGIN IMMEDIATE`` write transactions so a concurrent writer
-waits instead of failing when a read lock cannot be upgraded.
+The embedded caches of mcpmux (the catalog, the content store) are files in WAL mode with a busy
+timeout, opened lazily, shared by threads under a lock, with explicit ``BEGIN IMMEDIATE`` write
+transactions so a concurrent writer waits instead of failing when a read lock cannot be upgraded.
+(The rows that matter, pins, approvals, audit and tokens, are in SQL: :mod:`mcpmux.database`.)
 
-Appends (audit rows) are written behind the caller by one thread per file: :meth:`Database.append`
-queues the row and returns; the thread, woken only when the queue goes from empty to non-empty,
-lets rows gather for :data:`BATCH_LINGER_S` and commits them in one transaction. A caller on
-an event loop never waits for the disk (an audit insert took ~120 us of wall time per gateway call,
-most of it in SQLite with the GIL released). Nothing is lost on the way out: every read, write,
-:meth:`Database.flush` and :meth:`Database.close` first waits for the queued rows, and so does the
-interpreter's exit; only a process killed outright can lose the rows of its last moments.
+Appends are written behind the caller by one thread per store (:class:`Appender`, which
+:meth:`Database.append` and the state store's ``append`` use): a row is queued and the call
+returns; the thread, woken only when the queue goes from empty to non-empty, lets rows gather for
+:data:`BATCH_LINGER_S` and commits them in one transaction. A caller on an event loop never waits
+for the disk (an audit insert took ~120 us of wall time per gateway call, most of it in SQLite with
+the GIL released). Nothing is lost on the way out: every read, write, flush and close first waits
+for the queued rows, and so does the interpreter's exit; only a process killed outright can lose
+the rows of its last moments.
 """
 
 from __future__ import annotations
