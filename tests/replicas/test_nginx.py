@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.peers.fixtures import free_port, stop_process_group
-from tests.replicas.nginx import render_config, start_nginx
+from tests.replicas.nginx import NGINX_CONF, render_config, start_nginx
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.network]
 
@@ -74,11 +74,12 @@ def upstreams(tmp_path: Path) -> Iterator[tuple[Upstream, Upstream]]:
 def test_requests_alternate_between_upstreams_without_affinity(
     upstreams: tuple[Upstream, Upstream], tmp_path: Path
 ) -> None:
-    with start_nginx([u.port for u in upstreams], tmp_path) as (port, _process), httpx.Client(timeout=TIMEOUT) as client:
+    with (
+        start_nginx([u.port for u in upstreams], tmp_path) as (port, _process),
+        httpx.Client(timeout=TIMEOUT) as client,
+    ):
         # One client connection, one session id: still spread over both (no affinity of any kind).
-        names = [
-            client.get(f"http://127.0.0.1:{port}/mcp", headers={"Mcp-Session-Id": "s-1"}).text for _ in range(6)
-        ]
+        names = [client.get(f"http://127.0.0.1:{port}/mcp", headers={"Mcp-Session-Id": "s-1"}).text for _ in range(6)]
     assert names in (["a", "b"] * 3, ["b", "a"] * 3)
 
 
@@ -118,7 +119,10 @@ def test_a_dead_upstream_is_skipped_for_get_and_post_never_sent_to_it(
     upstreams: tuple[Upstream, Upstream], tmp_path: Path
 ) -> None:
     a, b = upstreams
-    with start_nginx([a.port, b.port], tmp_path) as (port, _process), httpx.Client(timeout=TIMEOUT) as client:
+    with (
+        start_nginx([a.port, b.port], tmp_path) as (port, _process),
+        httpx.Client(timeout=TIMEOUT) as client,
+    ):
         a.kill()
         # Connection refused: nothing reached a, so GET and POST alike go to b.
         answers = [client.request(method, f"http://127.0.0.1:{port}/mcp").text for method in ("GET", "POST") * 3]
@@ -144,3 +148,20 @@ def test_a_get_whose_upstream_died_is_retried_on_the_next(upstreams: tuple[Upstr
     # Both died on it (each received it once); the GET was tried on each, then nginx gave up.
     assert response.status_code == 502
     assert a.executions() == b.executions() == ["GET /die"]
+
+
+def test_the_rendered_config_keeps_every_shipped_directive_but_addresses_and_paths(tmp_path: Path) -> None:
+    shipped = NGINX_CONF.read_text()
+    rendered = render_config([7001, 7002], 7000, tmp_path)
+    kept = [line for line in shipped.splitlines() if "mcpmux-" not in line and "listen 8080" not in line]
+    assert all(line in rendered.splitlines() for line in kept)
+    assert "server 127.0.0.1:7001 max_fails=1 fail_timeout=5s;" in rendered
+    assert "listen 127.0.0.1:7000;" in rendered
+    assert f"proxy_temp_path {tmp_path / 'proxy_temp'};" in rendered
+
+
+def test_a_config_without_the_markers_is_refused_with_the_reason(tmp_path: Path) -> None:
+    broken = tmp_path / "nginx.conf"
+    broken.write_text(NGINX_CONF.read_text().replace("# upstreams: end", ""))
+    with pytest.raises(ValueError, match="markers are missing"):
+        render_config([7001], 7000, tmp_path, source=broken)

@@ -33,7 +33,7 @@ class _Handler(BaseHTTPRequestHandler):
     released = threading.Event()
     log_lock = threading.Lock()
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         """Quiet: the executions log is the record."""
 
     def _record(self) -> None:
