@@ -69,8 +69,10 @@ replica=${MCPMUX_REPLICA_ID:-${HOSTNAME:-$(cat /proc/sys/kernel/hostname)}}
 advertised=${MCPMUX_ADVERTISE#*://}
 advertised=${advertised%%/*}
 set -- --allow-host "$advertised" "$@"
+set -f # split the list on blanks, but never expand a '*' in it against file names
 for name in ${MCPMUX_ALLOW_HOSTS:-}; do
     set -- --allow-host "$name" "$@"
 done
+set +f
 
 exec mcpmux serve --http "0.0.0.0:$port" --replica-id "$replica" --advertise "$MCPMUX_ADVERTISE" "$@"
