@@ -78,9 +78,18 @@ def entrypoint_env(extra: Mapping[str, str], fake_bin: Path) -> dict[str, str]:
 
 
 def fake_mcpmux(directory: Path) -> Path:
-    """An ``mcpmux`` on a PATH that writes its arguments, one per line, to ``directory/argv``."""
+    """An ``mcpmux`` for a PATH that records its arguments (one per line) in ``directory/argv``.
+
+    It also records the environment it got (``env -0`` output) in ``directory/env``.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     script = directory / "mcpmux"
-    script.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {directory / 'argv'}\n")
+    script.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {directory / 'argv'}\nenv -0 > {directory / 'env'}\n")
     script.chmod(0o755)
     return directory / "argv"
+
+
+def recorded_env(argv_file: Path) -> dict[str, str]:
+    """The environment the fake ``mcpmux`` saw."""
+    pairs = (argv_file.parent / "env").read_bytes().decode().split("\0")
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
