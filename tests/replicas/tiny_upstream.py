@@ -8,6 +8,7 @@ count executions. Answers:
 - ``/sse``: an event stream; the first event is written at once, the second only after a request
   to ``/release`` on this same server (so a test sees whether the first arrived unbuffered);
 - ``/headers``: the request's headers as a JSON object (names lower-cased);
+- ``/accel``: its name, with ``X-Accel-Redirect: /nginx-healthz`` (a header nginx would obey);
 - ``/die``: the process exits without answering (a replica killed mid-request);
 - anything else: ``NAME`` as plain text.
 
@@ -59,6 +60,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("X-Upstream", self.name)
+        if self.path == "/accel":
+            self.send_header("X-Accel-Redirect", "/nginx-healthz")
         self.end_headers()
         self.wfile.write(body)
 
