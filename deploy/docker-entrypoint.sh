@@ -1,7 +1,7 @@
 #!/bin/sh
 # The mcpmux image's entrypoint (run under tini, which reaps the npx servers' orphans).
 #
-#   (no arguments) or options    mcpmux serve --http 0.0.0.0:$MCPMUX_PORT --replica-id ... --advertise ...
+#   (no arguments) or options    mcpmux serve --http $MCPMUX_HOST:$MCPMUX_PORT --replica-id ... --advertise ...
 #                                [options appended], configured from the environment (below)
 #   healthcheck                  exit 0 when this replica's /healthz answers 200 (the image's HEALTHCHECK)
 #   init-token NAME FILE         create token NAME and write it to FILE, only if no token exists yet
@@ -14,6 +14,7 @@
 #   MCPMUX_REPLICA_ID    this replica's name (default: the hostname: the pod or container name)
 #   MCPMUX_ADVERTISE     the URL other replicas reach this one at (http://ADDR:PORT)
 #   MCPMUX_PORT          the port to serve on (default 8080)
+#   MCPMUX_HOST          the address to bind (default 0.0.0.0: every interface of the container or pod)
 #   MCPMUX_ALLOW_HOSTS   public names clients use (Host header), space-separated, e.g. "mcp.example.com"
 #   MCPMUX_CONFIG        the config file (default: /etc/mcpmux/mcpmux.yaml when it exists)
 set -eu
@@ -75,4 +76,4 @@ for name in ${MCPMUX_ALLOW_HOSTS:-}; do
 done
 set +f
 
-exec mcpmux serve --http "0.0.0.0:$port" --replica-id "$replica" --advertise "$MCPMUX_ADVERTISE" "$@"
+exec mcpmux serve --http "${MCPMUX_HOST:-0.0.0.0}:$port" --replica-id "$replica" --advertise "$MCPMUX_ADVERTISE" "$@"
