@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.gateway.serving import mcpmux, serve
 from tests.gateway.test_serve_http import INIT, MCP_HEADERS, _Streams, text
+from tests.peers.fixtures import stdio_command
 from tests.replicas.conftest import RoundRobin, free_port, replica_config, replicas, start_replica
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
@@ -216,3 +217,41 @@ async def test_an_approval_given_on_one_replica_releases_a_call_waiting_on_anoth
         assert len(results) == 1 and "UTC" in text(results[0])
     rows = json.loads(mcpmux(tmp_path, config, "audit", "--json").stdout)
     assert [(r["caller"], r["outcome"]) for r in rows] == [("token:agent", "ok")]
+
+
+def test_a_source_registered_anywhere_is_served_by_every_replica(tmp_path: Path, shared_database: str) -> None:
+    config = replica_config(tmp_path, shared_database)
+    command, args = stdio_command("time")
+    with replicas(tmp_path, config, 2) as served:
+        fields = json.dumps({"type": "stdio", "command": command, "args": args})
+        added = mcpmux(tmp_path, config, "sources", "add", "clock", "--config-json", fields)
+        assert added.returncode == 0, added.stderr
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "clock__get_current_time", "arguments": {"timezone": "UTC"}}}  # fmt: skip
+        for replica in served:
+            deadline, answer = time.monotonic() + WAIT_S, ""
+            while time.monotonic() < deadline and '"isError":false' not in answer.replace(" ", ""):
+                answer = stateless_post(replica.url, call)
+                time.sleep(0.2)
+            assert "UTC" in answer, (answer, replica.log())
+        removed = mcpmux(tmp_path, config, "sources", "remove", "clock")
+        assert removed.returncode == 0, removed.stderr
+        for replica in served:
+            deadline, answer = time.monotonic() + WAIT_S, ""
+            while time.monotonic() < deadline and "clock__get_current_time" not in answer:
+                answer = stateless_post(replica.url, call)
+                time.sleep(0.2)
+            assert "Unknown tool" in answer or "not found" in answer.lower() or "no tool" in answer.lower(), answer
+
+
+def stateless_post(url: str, message: dict[str, object]) -> str:
+    """One 2026-07-28 request (its metadata in ``_meta``), its answer's text."""
+    meta = {
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    }
+    params = {**dict(message["params"]), "_meta": meta}  # type: ignore[call-overload]
+    headers = {**MCP_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": str(message["method"]),
+               "Mcp-Name": str(params.get("name", ""))}  # fmt: skip
+    return httpx.post(url, json={**message, "params": params}, headers=headers, timeout=30).text

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -178,6 +179,7 @@ async def _serve(
         state = None if cluster is None else cluster.request_state_security(RELAY_TIMEOUT_S)
         if cluster is not None:
             await tg.start(cluster.run)
+            await tg.start(_follow_sources, host, cluster)
             announce(f"replica {cluster.id} of {len(cluster.peers())} live, reached at {cluster.me.advertise}")
         if options.http is not None:
             options = replace(options, http=_with_apps(host, options, downstream, cluster))
@@ -239,6 +241,58 @@ def _replica(host: Host, options: ServeOptions, downstream: Downstream, gateways
 
     cluster.on("pins", pins_changed)
     return cluster
+
+
+async def _follow_sources(
+    host: Host, cluster: Cluster, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Keep this replica's servers in step with sources registered, changed or removed on any replica.
+
+    The replica that made the change has done it already (its server equals the registered one) and
+    is left alone; servers of the configuration files are never touched.
+    """
+    from mcpmux.sources.registry import SourceRegistry
+
+    changed, heard = anyio.create_memory_object_stream[str](math.inf)
+    registry = SourceRegistry.configured(host.config, host.store.url)
+    configured = {s.name for s in host.config.servers}
+
+    cluster.on("sources", changed.send_nowait)
+    task_status.started()
+    try:
+        async with changed, heard:
+            async for name in heard:
+                try:
+                    await _follow_source(host, registry, configured, name)
+                except MCPMuxError as exc:
+                    logger.warning("replica %s could not follow the change of source %s: %s", cluster.id, name, exc)
+    finally:
+        registry.close()
+
+
+async def _follow_source(host: Host, registry: Any, configured: set[str], name: str) -> None:
+    from mcpmux.errors import NotFound
+
+    names = {s.name for s in await anyio.to_thread.run_sync(registry.all)} if name == "*" else {name}
+    if name == "*":
+        names |= {s.name for s in host.manager.config.servers} - configured
+    for one in sorted(names - configured):
+        try:
+            source = await anyio.to_thread.run_sync(registry.get, one)
+        except NotFound:
+            source = None
+        running = next((s for s in host.manager.config.servers if s.name == one), None)
+        if source is None:
+            if running is not None:
+                await host.manager.remove_server(one)
+            continue
+        server = await anyio.to_thread.run_sync(registry.server_config, source)
+        if running == server:
+            continue
+        if running is not None:
+            await host.manager.remove_server(one)
+        await host.manager.add_server(server, start=source.lifecycle == "singleton")
+        logger.info("source %s changed on another replica: its server follows", one)
 
 
 def _with_apps(
