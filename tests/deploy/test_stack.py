@@ -9,6 +9,8 @@ for sessions spread over replicas by round-robin, the replicas' forwarding (issu
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -110,7 +112,17 @@ async def test_three_replicas_from_the_entrypoint_serve_clients_through_the_ship
             async with httpx.AsyncClient(base_url=base, timeout=CALL_TIMEOUT_S) as client:
                 assert [(await client.get("/healthz")).text for _ in started] == ["ok"] * REPLICAS
                 assert (await client.get("/mcp")).status_code == 401
+                # With the token: each replica under the name the entrypoint gave it.
+                auth = {"Authorization": f"Bearer {token}"}
+                seen = {(await client.get("/healthz", headers=auth)).json()["replica"]["id"] for _ in started}
+                assert seen == {r.name for r in started}
             # Sessions whose requests round-robin over every replica: each call answered.
             with anyio.fail_after(CALL_TIMEOUT_S * 4):
                 answers = [await call_echo(f"{base}/mcp", token, f"hello {i}") for i in range(REPLICAS)]
             assert answers == [f"Echo: hello {i}" for i in range(REPLICAS)]
+            # A replica killed outright: nginx skips it, and new sessions on the others are answered.
+            os.killpg(started[1].process.pid, signal.SIGKILL)
+            started[1].process.wait(START_TIMEOUT_S)
+            with anyio.fail_after(CALL_TIMEOUT_S * 4):
+                after = [await call_echo(f"{base}/mcp", token, f"after {i}") for i in range(REPLICAS)]
+            assert after == [f"Echo: after {i}" for i in range(REPLICAS)]
