@@ -8,6 +8,9 @@ image's entrypoint fed hostile environment values.
   turned into an internal redirect.
 - A replica killed while it streams: the client's stream ends, it never hangs.
 - Shell syntax and globs in MCPMUX_ALLOW_HOSTS / MCPMUX_REPLICA_ID: literal arguments, nothing runs.
+- Through nginx to real replicas (the compose stack): DNS rebinding (a foreign Host), a foreign Origin,
+  no token, and forged session ids (naming a replica, an address, a path, 5 KB long) are refused, and
+  every replica stays up.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import httpx
 import pytest
 
 from tests.deploy.files import ENTRYPOINT, entrypoint_env, fake_mcpmux
+from tests.deploy.stack import CALL_TIMEOUT_S, running_stack
 from tests.replicas.nginx import start_nginx
 from tests.replicas.test_nginx import TIMEOUT, Upstream, _upstream
 
@@ -126,3 +130,27 @@ def test_shell_syntax_in_the_environment_stays_literal(tmp_path: Path) -> None:
     assert argv[argv.index("--replica-id") + 1] == 'r1"; touch pwned-4; "'
     assert sorted(p.name for p in workdir.iterdir()) == ["decoy-a", "decoy-b"]
     assert not list(tmp_path.rglob("pwned-*"))
+
+
+FORGED_SESSIONS = ["deadbeef", "mcpmux-2.deadbeef", "mcpmux-9:http://127.0.0.1:1/", "../../etc/passwd", "x" * 5000]
+
+
+@pytest.mark.peers
+def test_through_the_balancer_foreign_hosts_origins_and_forged_sessions_are_refused(tmp_path: Path) -> None:
+    list_tools = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}'
+    with running_stack(tmp_path) as stack, httpx.Client(base_url=stack.base, timeout=CALL_TIMEOUT_S) as client:
+        auth = {"Authorization": f"Bearer {stack.token}"}
+        post = auth | {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        assert client.post("/mcp", headers=post | {"Host": "evil.example"}, content=list_tools).status_code == 421
+        assert (
+            client.post("/mcp", headers=post | {"Origin": "https://evil.example"}, content=list_tools).status_code
+            == 403
+        )
+        no_token = {k: v for k, v in post.items() if k != "Authorization"}
+        assert client.post("/mcp", headers=no_token, content=list_tools).status_code == 401
+        for forged in FORGED_SESSIONS:
+            headers = post | {"Mcp-Session-Id": forged, "Mcp-Protocol-Version": "2025-11-25"}
+            answer = client.post("/mcp", headers=headers, content=list_tools)
+            assert answer.status_code == 404, (forged[:40], answer.status_code, answer.text[:200])
+        assert [client.get("/healthz").text for _ in stack.replicas] == ["ok"] * len(stack.replicas)
+        assert all(replica.process.poll() is None for replica in stack.replicas)
