@@ -66,10 +66,7 @@ esac
 [ -n "${MCPMUX_ADVERTISE:-}" ] || die "set MCPMUX_ADVERTISE to the URL other replicas reach this one at (http://ADDR:$port)"
 replica=${MCPMUX_REPLICA_ID:-${HOSTNAME:-$(cat /proc/sys/kernel/hostname)}}
 
-# The advertised address is a Host the other replicas send: accept it, beside the public names.
-advertised=${MCPMUX_ADVERTISE#*://}
-advertised=${advertised%%/*}
-set -- --allow-host "$advertised" "$@"
+# The public names clients use (mcpmux accepts the --advertise address itself).
 set -f # split the list on blanks, but never expand a '*' in it against file names
 for name in ${MCPMUX_ALLOW_HOSTS:-}; do
     set -- --allow-host "$name" "$@"
