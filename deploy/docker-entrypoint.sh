@@ -36,11 +36,13 @@ port=${MCPMUX_PORT:-8080}
 
 case "${1:-}" in
     healthcheck)
+        host=${MCPMUX_HOST:-0.0.0.0}
+        [ "$host" != 0.0.0.0 ] || host=127.0.0.1
         exec python3 -c 'import sys, urllib.request
 try:
-    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/healthz", timeout=5)
+    urllib.request.urlopen(f"http://{sys.argv[1]}/healthz", timeout=5)
 except Exception as exc:
-    sys.exit(f"unhealthy: {exc}")' "$port"
+    sys.exit(f"unhealthy: {exc}")' "$host:$port"
         ;;
     init-token)
         [ "$#" -eq 3 ] || die "usage: init-token NAME FILE"

@@ -4,6 +4,7 @@ with the real CLI, its refusals say what to do, and init-token makes one token w
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import stat
@@ -27,6 +28,8 @@ from tests.deploy.files import (
     rendered_kubernetes,
     run,
 )
+from tests.peers.fixtures import free_port
+from tests.replicas.upstreams import running_upstream
 
 pytestmark = pytest.mark.subprocess
 
@@ -204,3 +207,13 @@ def test_other_arguments_run_mcpmux_itself(tmp_path: Path) -> None:
     result, argv_file = run_entrypoint(tmp_path, {}, "token", "create", "ci", "--can-approve")
     assert result.returncode == 0, result.stderr
     assert argv_file.read_text().splitlines() == ["token", "create", "ci", "--can-approve"]
+
+
+def test_healthcheck_passes_on_200_and_fails_naming_the_reason_otherwise(tmp_path: Path) -> None:
+    port = free_port()
+    env = {"PATH": os.environ["PATH"], "MCPMUX_PORT": str(port), "MCPMUX_HOST": "127.0.0.1"}
+    down = run(["sh", ENTRYPOINT, "healthcheck"], env=env)
+    assert down.returncode == 1 and "unhealthy" in down.stderr
+    with running_upstream("replica", tmp_path) as upstream:  # answers 200 to any path
+        up = run(["sh", ENTRYPOINT, "healthcheck"], env=env | {"MCPMUX_PORT": str(upstream.port)})
+    assert up.returncode == 0, up.stderr
