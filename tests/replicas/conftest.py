@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import httpx
 import httpx2
 import psycopg
 import pytest
@@ -87,3 +88,18 @@ class RoundRobin(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class RoundRobinSync(httpx.BaseTransport):
+    """:class:`RoundRobin` for a synchronous ``httpx`` client (the console's tests)."""
+
+    def __init__(self, bases: Sequence[str]) -> None:
+        self.ports = itertools.cycle([httpx.URL(b).port for b in bases])
+        self.inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(port=next(self.ports))
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.gateway.serving import mcpmux, serve
 from tests.gateway.test_serve_http import INIT, MCP_HEADERS, _Streams, text
 from tests.peers.fixtures import stdio_command
-from tests.replicas.conftest import RoundRobin, free_port, replica_config, replicas, start_replica
+from tests.replicas.conftest import RoundRobin, RoundRobinSync, free_port, replica_config, replicas, start_replica
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
 
@@ -255,3 +255,26 @@ def stateless_post(url: str, message: dict[str, object]) -> str:
     headers = {**MCP_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": str(message["method"]),
                "Mcp-Name": str(params.get("name", ""))}  # fmt: skip
     return httpx.post(url, json={**message, "params": params}, headers=headers, timeout=30).text
+
+
+def test_a_console_session_is_served_whichever_replica_a_request_reaches(tmp_path: Path, shared_database: str) -> None:
+    config = replica_config(tmp_path, shared_database)
+    made = mcpmux(tmp_path, config, "token", "create", "admin", "--scope", "read", "--scope", "admin")
+    assert made.returncode == 0, made.stderr
+    with replicas(tmp_path, config, 3) as served:
+        bases = [s.base for s in served]
+        balancer = RoundRobinSync(bases)
+        with httpx.Client(base_url=bases[0], transport=balancer, timeout=30, follow_redirects=False) as browser:
+            login = browser.post("/ui/login", data={"secret": made.stdout.strip()}, headers={"Origin": bases[0]})
+            assert login.status_code == 303 and "mcpmux_replica" in browser.cookies
+            # Every page after, through each replica in turn, is the signed-in one (never the sign-in form).
+            for _ in range(6):
+                page = browser.get("/ui/servers")
+                assert page.status_code == 200 and "time" in page.text, page.text[:300]
+            csrf = re.search(r'name="csrf" value="([^"]+)"', browser.get("/ui/servers").text)
+            assert csrf is not None
+            restarted = browser.post(
+                "/ui/servers/time/restart", data={"csrf": csrf.group(1)}, headers={"Origin": bases[0]}
+            )
+            assert restarted.status_code in (200, 303), restarted.text[:300]
+        assert forwarded(bases, made.stdout.strip()) >= 4

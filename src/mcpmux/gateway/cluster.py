@@ -54,6 +54,7 @@ from mcpmux.policy.pending import HeldApproval
 from mcpmux.policy.schema import cluster_keys, held_approvals, replicas
 
 __all__ = [
+    "CONSOLE_COOKIE",
     "FORWARDED_BY",
     "HEARTBEAT_S",
     "OWNER_SEPARATOR",
@@ -73,6 +74,7 @@ STALE_S = 8.0
 FORGET_S = 3600.0
 """Rows of replicas gone this long are deleted (they are kept a while for the console's history)."""
 RELISTEN_S = 1.0
+REREAD_S = 1.0
 OWNER_SEPARATOR = "~"
 FORWARDED_BY = "x-mcpmux-forwarded-by"
 REPLICA_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
@@ -168,6 +170,7 @@ class Cluster:
         self.stats = _Stats()
         self.started_at = time.time()
         self._peers: dict[str, Replica] = {}
+        self._read_at = 0.0
         self._handlers: dict[str, list[Callable[[str], None]]] = {}
         self._client: httpx.AsyncClient | None = None
         self._key = self._shared_key()
@@ -194,9 +197,10 @@ class Cluster:
         return sorted(self._peers.values(), key=lambda r: r.id)
 
     def replica(self, replica_id: str) -> Replica | None:
-        """The live replica ``replica_id`` (read again from the database when it is not known yet)."""
+        """The live replica ``replica_id`` (read again from the database when it is not known yet,
+        at most once per :data:`REREAD_S`: names that clients send cannot make a query each)."""
         found = self._peers.get(replica_id)
-        if found is None:
+        if found is None and time.monotonic() - self._read_at >= REREAD_S:
             self._peers = self._read_peers()
             found = self._peers.get(replica_id)
         return found
@@ -256,6 +260,7 @@ class Cluster:
         self._peers = self._read_peers()
 
     def _read_peers(self) -> dict[str, Replica]:
+        self._read_at = time.monotonic()
         age = literal_column("extract(epoch from now()) - mcpmux_replicas.heartbeat_at", Float)
         with self.store.read() as db:
             rows = db.execute(select(replicas, age.label("age"))).mappings().all()
@@ -378,27 +383,53 @@ def owner_of(name: str) -> str | None:
 
 
 _STATE_MARK = b'"requestState"'
+CONSOLE_COOKIE = "mcpmux_replica"
+"""Names the replica where a console session lives (set beside the console's own cookie at sign-in)."""
 
 
 class Forwarder:
-    """Sends MCP requests that name another replica (session id, ``requestState``) to that replica.
+    """Sends requests that belong to another replica to that replica.
 
-    Sits behind the security middleware (a request is authenticated here before it goes anywhere)
-    and in front of the SDK. A request forwarded once is never forwarded again (no loops).
+    MCP requests at ``prefix`` name their owner in the session id or the ``requestState``; a web
+    console session lives where its person signed in, which the replica marks with a cookie of its
+    own (:data:`CONSOLE_COOKIE`) beside the console's. Sits behind the security middleware (an MCP
+    request is authenticated before it goes anywhere) and in front of the SDK. A request forwarded
+    once is never forwarded again (no loops).
     """
 
-    def __init__(self, app: ASGIApp, cluster: Cluster, prefix: str = "/mcp") -> None:
-        self.app, self.cluster, self.prefix = app, cluster, prefix
+    def __init__(self, app: ASGIApp, cluster: Cluster, prefix: str = "/mcp", console: str = "/ui") -> None:
+        self.app, self.cluster, self.prefix, self.console = app, cluster, prefix, console
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or not (path == self.prefix or path.startswith(self.prefix + "/")):
+        if scope["type"] != "http" or FORWARDED_BY.encode() in dict(scope["headers"]):
             await self.app(scope, receive, send)
+        elif path == self.prefix or path.startswith(self.prefix + "/"):
+            await self._mcp(scope, receive, send)
+        elif path == self.console or path.startswith(self.console + "/"):
+            await self._console(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _console(self, scope: Scope, receive: Receive, send: Send) -> None:
+        owner = _cookie(dict(scope["headers"]).get(b"cookie", b""), CONSOLE_COOKIE)
+        if owner is not None and owner != self.cluster.id and self.cluster.replica(owner) is not None:
+            await self._forward(owner, scope, await _body(receive), send, receive, session=False, console=True)
             return
+        mark = f"{CONSOLE_COOKIE}={self.cluster.id}; Path={self.console}; HttpOnly; SameSite=Strict".encode()
+
+        async def marking(message: Message) -> None:
+            # A sign-in here (the console sets its session cookie): later requests find their way back.
+            if message["type"] == "http.response.start" and any(
+                k == b"set-cookie" and not v.startswith(CONSOLE_COOKIE.encode()) for k, v in message["headers"]
+            ):
+                message = {**message, "headers": [*message["headers"], (b"set-cookie", mark)]}
+            await send(message)
+
+        await self.app(scope, receive, marking)
+
+    async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
-        if FORWARDED_BY.encode() in headers:
-            await self.app(scope, receive, send)
-            return
         session = headers.get(_SESSION_HEADER)
         if session is not None:
             owner = owner_of(session.decode("latin-1"))
@@ -419,8 +450,9 @@ class Forwarder:
         await self.app(scope, _replay(body, receive), send)
 
     async def _forward(
-        self, owner: str, scope: Scope, body: bytes, send: Send, receive: Receive, *, session: bool
-    ) -> None:
+        self, owner: str, scope: Scope, body: bytes, send: Send, receive: Receive, *, session: bool,
+        console: bool = False,
+    ) -> None:  # fmt: skip
         replica = self.cluster.replica(owner)
         if replica is None:
             await self._gone(owner, scope, body, send, receive, session=session)
@@ -442,6 +474,9 @@ class Forwarder:
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
             logger.info("replica %s (%s) did not answer a forwarded request: %s", owner, replica.advertise, exc)
             self.cluster.forget(owner)
+            if console:  # served here: the person signs in again
+                await self.app(scope, _replay(body, receive), send)
+                return
             await self._gone(owner, scope, body, send, receive, session=session)
             return
         stats = self.cluster.stats.forwarded
@@ -512,6 +547,15 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
         if message["type"] == "http.disconnect":
             scope.cancel()
             return
+
+
+def _cookie(header: bytes, name: str) -> str | None:
+    """The value of cookie ``name`` in a ``Cookie`` header, if it names a replica."""
+    for part in header.decode("latin-1").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name and REPLICA_ID.fullmatch(value):
+            return value
+    return None
 
 
 def _state_owner(body: bytes) -> str | None:
