@@ -68,6 +68,9 @@ def run_entrypoint(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[sub
     return result, argv_file
 
 
+SECRET_KEY = "q3Jb0kqgR2B2yYp5o3vQxg3Yx8j1mBq0w2r6c8Vd9aE="
+
+
 def compose_env(service: str, tmp_path: Path) -> dict[str, str]:
     # As compose interpolates them with nothing set in its environment: ${VAR:-default} -> default.
     env = {
@@ -77,6 +80,9 @@ def compose_env(service: str, tmp_path: Path) -> dict[str, str]:
     secret = tmp_path / "mcpmux_db_url"
     secret.write_text(DB_URL)
     env["MCPMUX_DB_FILE"] = str(secret)  # compose mounts ./secrets/mcpmux_db_url there
+    key = tmp_path / "mcpmux_secret_key"
+    key.write_text(SECRET_KEY)
+    env["MCPMUX_SECRET_KEY_FILE"] = str(key)  # and ./secrets/mcpmux_secret_key there
     env.pop("MCPMUX_CONFIG")  # /etc/mcpmux does not exist here
     return env
 
@@ -174,6 +180,8 @@ def test_the_other_command_lines_of_the_deployment_files_parse_with_the_real_cli
         ({"MCPMUX_DB_FILE": "/nonexistent/url"}, "is not a readable file"),
         ({"MCPMUX_DB": "postgresql+psycopg://mcpmux:CHANGE-ME@db/mcpmux"}, "CHANGE-ME"),
         ({"MCPMUX_ADVERTISE": ""}, "set MCPMUX_ADVERTISE"),
+        ({"MCPMUX_SECRET_KEY_FILE": "/nonexistent/key"}, "is not a readable file"),
+        ({"MCPMUX_SECRET_KEY": "CHANGE-ME"}, "MCPMUX_SECRET_KEY is still the template's"),
     ],
 )
 def test_a_missing_or_template_setting_is_refused_before_mcpmux_starts(
