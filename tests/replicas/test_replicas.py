@@ -139,6 +139,14 @@ def test_a_token_revoked_on_one_replica_is_refused_by_all_at_once(tmp_path: Path
         while len(refused) < len(bases) and time.monotonic() - started < 30:
             refused |= {b for b in bases if status(b) == 401}
         assert len(refused) == len(bases)
+        # Each replica says who it is and whom it sees: /api/replicas, /metrics (a token needed for both).
+        auth = {"Authorization": f"Bearer {bob}"}
+        listed = httpx.get(f"{bases[1]}/api/replicas", headers=auth, timeout=10).json()
+        assert listed["id"] == "r2" and listed["listening"] is True
+        assert {p["id"] for p in listed["peers"]} <= {"r1", "r2", "r3"} and listed["peers"]
+        assert httpx.get(f"{bases[1]}/api/replicas", timeout=10).status_code == 401
+        metrics = httpx.get(f"{bases[2]}/metrics", headers=auth, timeout=10).text
+        assert 'mcpmux_replica_info{replica="r3"' in metrics and "mcpmux_replica_listening 1" in metrics
 
 
 def test_a_replica_id_held_by_a_live_process_is_refused(tmp_path: Path, shared_database: str) -> None:
