@@ -29,6 +29,7 @@ from mcpmux.console.forms import RAW_FIELD, arguments_from, fields_of
 from mcpmux.console.render import blocks_of
 from mcpmux.console.sessions import COOKIE, Session, same_origin
 from mcpmux.errors import MCPMuxError, NotFound, UsageError
+from mcpmux.manager import ServerState
 from mcpmux.manager.usage import process_usage
 from mcpmux.policy import Answer
 from mcpmux.policy.audit import AuditRow
@@ -121,7 +122,8 @@ def _measure(ctx: ConsoleContext, status: Any) -> dict[str, Any]:
 def _server_view(ctx: ConsoleContext, status: Any) -> dict[str, Any]:
     config = ctx.guard.config.server(status.name)
     return {
-        "status": status, "max_rss_mb": getattr(config, "max_rss_mb", None), "enabled": config.enabled,
+        "status": status, "max_rss_mb": getattr(config, "max_rss_mb", None),
+        "enabled": status.state is not ServerState.DISABLED, "in_config": config.enabled,
         **_measure(ctx, status),
     }  # fmt: skip
 
@@ -148,12 +150,12 @@ async def server_action(ctx: ConsoleContext, request: Request, session: Session)
     name, action = request.path_params["name"], request.path_params["action"]
     if name not in ctx.guard.servers:
         raise NotFound("server", name, [])
-    if action == "restart":
-        await ctx.guard.restart(name, caller=_caller(session))
-    elif action == "refresh":
-        await ctx.guard.refresh(name, caller=_caller(session))
-    else:
-        raise UsageError(f"unknown action {action!r}", hint="restart or refresh")
+    guard = ctx.guard
+    verbs = {"restart": guard.restart, "refresh": guard.refresh, "enable": guard.enable, "disable": guard.disable}
+    verb = verbs.get(action)
+    if verb is None:
+        raise UsageError(f"unknown action {action!r}", hint="restart, refresh, enable or disable")
+    await verb(name, caller=_caller(session))
     return _back(f"/servers/{quote(name)}")
 
 
