@@ -54,6 +54,10 @@ async def test_a_call_to_a_disabled_server_says_it_is_disabled_and_how_to_enable
                 assert caught.value.hint is not None and "/api/servers/web/enable" in caught.value.hint
             with pytest.raises(ServerDisabled):
                 await mux.read_resource("web", "memo://x")
+            with pytest.raises(ServerDisabled):
+                await mux.restart("web")  # a restart would not start it: enable is the verb
+            with pytest.raises(ServerDisabled):
+                await mux.refresh("web")
 
 
 async def test_enabling_starts_the_server_again_and_its_tools_come_back() -> None:

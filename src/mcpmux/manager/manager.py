@@ -510,8 +510,14 @@ class Manager:
         )
 
     async def restart(self, name: str) -> None:
-        """Close and reconnect ``name``; wait for the new attempt."""
+        """Close and reconnect ``name``; wait for the new attempt.
+
+        Raises:
+            ServerDisabled: the server is disabled (enable it instead).
+        """
         supervisor = self.supervisor(name)
+        if supervisor.disabled:
+            raise ServerDisabled(name, supervisor.disabled_reason)
         mark = supervisor.attempts
         supervisor.restart()
         with anyio.move_on_after(self._start_wait_s([supervisor])):
