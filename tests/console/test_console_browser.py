@@ -178,7 +178,8 @@ def test_a_server_is_disabled_and_enabled_again_from_its_page(page: object, serv
     playwright.expect(state).to_have_text("connected")
     page.get_by_role("button", name="Disable").click()  # type: ignore[attr-defined]
     playwright.expect(state).to_have_text("disabled")
-    playwright.expect(page.locator("[data-region=server]")).to_contain_text("disabled at run time by console:token:admin")  # type: ignore[attr-defined]
+    region = page.locator("[data-region=server]")  # type: ignore[attr-defined]
+    playwright.expect(region).to_contain_text("disabled at run time by console:token:admin")
     _shot(page, "server-disabled")
     page.goto(served.base + "/ui/tools")  # type: ignore[attr-defined]
     playwright.expect(page.get_by_role("link", name="everything:echo")).to_have_count(0)  # type: ignore[attr-defined]
