@@ -609,7 +609,7 @@ class ServerDisabled(ServerUnavailable):
         super().__init__(server, reason)
         self.hint = (
             f"enable it: `mcpmux enable {server}` (the configuration file), or at run time the console's "
-            f"Enable button or POST /api/servers/{server}/enable (scope admin)"
+            f"Enable button, POST /api/servers/{server}/enable (scope admin) or `/mcp enable {server}` in the chat"
         )
 
 
