@@ -38,6 +38,7 @@ from the builtin :class:`TimeoutError`.
     ├── ToolError                      a tool returned ``isError: true`` (exit 1)
     ├── NameCollision                  two tools map to one provider name (exit 2)
     ├── ServerUnavailable              the server is failed, disabled or its circuit is open (exit 3)
+    │   └── ServerDisabled             disabled in the configuration or at run time
     ├── Busy                           too many calls queued for one server (exit 1)
     └── PolicyError                    the guard refused a call (exit 1)
         ├── ToolDenied                 an allow/deny rule forbids the tool
@@ -84,6 +85,7 @@ __all__ = [
     "ProtocolVersionMismatch",
     "ResourceNotDeclared",
     "ResponseTooLarge",
+    "ServerDisabled",
     "ServerError",
     "ServerExited",
     "ServerNotConfigured",
@@ -598,6 +600,17 @@ class ServerUnavailable(MCPMuxError):
             hint=f"`mcpmux show {server}` has its state history and stderr",
         )
         self.server, self.reason, self.retry_after_s = server, reason, retry_after_s
+
+
+class ServerDisabled(ServerUnavailable):
+    """The server is disabled (in its configuration, or at run time by an operator)."""
+
+    def __init__(self, server: str, reason: str = "disabled") -> None:
+        super().__init__(server, reason)
+        self.hint = (
+            f"enable it: `mcpmux enable {server}` (the configuration file), or at run time the console's "
+            f"Enable button, POST /api/servers/{server}/enable (scope admin) or `/mcp enable {server}` in the chat"
+        )
 
 
 class Busy(MCPMuxError):

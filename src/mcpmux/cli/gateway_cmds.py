@@ -206,7 +206,7 @@ def _api_factory(config: Config, db_url: str | None) -> Any:
     from mcpmux.sources.registry import SourceRegistry
 
     registry = SourceRegistry.configured(config, db_url)
-    return lambda host, security: mounted_api(host, security, config, registry)
+    return lambda host, security, approver: mounted_api(host, security, config, registry, approver=approver)
 
 
 def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
