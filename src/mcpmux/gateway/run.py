@@ -73,9 +73,11 @@ class ServeOptions:
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     api: Callable[[Host, HttpSecurity, Approver | None], ASGIApp] | None = None
     """Makes the REST API over the gateway's host, served beside ``/mcp`` (``None``: no API)."""
-    console: Callable[[Host, HttpSecurity, PendingApprovals | None], ASGIApp] | None = None
-    """Makes the web console over the gateway's host, served at ``/ui`` (``None``: no console). With it,
-    and ``security.gateway_approvers.console``, a call its own client cannot approve waits there for a person."""
+    console: Callable[..., ASGIApp] | None = None
+    """Makes the web console over the gateway's host, served at ``/ui`` (``None``: no console), called
+    as ``console(host, security, pending)``, and with ``replica=`` (what returns this replica and its
+    peers) on a replica. With it, and ``security.gateway_approvers.console``, a call its own client
+    cannot approve waits there for a person."""
     agents: tuple[str, ...] = ()
     """Serve only these configured agents, each as the tool ``ask_NAME`` (``mcpmux serve --agent``)."""
     functions: tuple[Callable[..., Any], ...] = ()
@@ -313,7 +315,8 @@ def _with_apps(
                 cluster.on("held", pending.heard)
                 cluster.on("answered", pending.heard)
             downstream.relay.held = pending
-        console = options.console(host, security, pending)
+        shown = {} if cluster is None else {"replica": cluster.to_json}
+        console = options.console(host, security, pending, **shown)
     # REST callers' calls that need approval wait in the console's queue too (None: refused).
     api = options.api(host, security, pending) if options.api is not None else None
     extra = api if console is None else ByPrefix(CONSOLE_PREFIX, console, api)
