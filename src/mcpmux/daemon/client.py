@@ -32,7 +32,16 @@ from anyio.streams.buffered import BufferedByteStream
 
 from mcpmux.config.display import redact
 from mcpmux.config.models import Config, DaemonMode, ServerConfig, Settings
-from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, STATUS, Attach, request_line
+from mcpmux.daemon.attach import (
+    ATTACH,
+    MAX_ATTACH_BYTES,
+    STATUS,
+    Attach,
+    daemon_mode,
+    origin_of,
+    request_line,
+    servable,
+)
 from mcpmux.daemon.paths import check_owned, log_path, socket_path
 from mcpmux.errors import DaemonUnavailable
 from mcpmux.json_shapes import JSONObject
@@ -60,15 +69,6 @@ logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 20.0
 REPLY_TIMEOUT_S = 60.0  # the first attach of a server waits for it to start (npx can take seconds)
-_MODES: tuple[DaemonMode, ...] = ("auto", "on", "off")
-
-
-def daemon_mode(config: Config, override: str | None = None) -> DaemonMode:
-    """The mode in force: ``override`` (the command line), else ``MCPMUX_DAEMON``, else the settings."""
-    for candidate in (override, os.environ.get("MCPMUX_DAEMON")):
-        if candidate in _MODES:
-            return candidate
-    return config.settings.daemon
 
 
 def connection_factory(config: Config, override: str | None = None, *, client: str = "cli") -> ConnectionFactory | None:
@@ -167,7 +167,7 @@ class DaemonClient:
 
     def __init__(self, config: Config, mode: DaemonMode, *, client: str = "cli") -> None:
         self.config, self.mode, self.client = config, mode, client
-        self.origin = f"{config.sources[-1] if config.sources else ''}@{Path.cwd()}"
+        self.origin = origin_of(config)
         self._ensure_lock = anyio.Lock()
         self._unavailable: DaemonUnavailable | None = None
         self._running = False
@@ -183,13 +183,8 @@ class DaemonClient:
 
     @staticmethod
     def serves(server: ServerConfig) -> bool:
-        """Whether ``server`` goes through the daemon: a resolved stdio entry that may be kept and shared.
-
-        ``share: per-call`` and ``lifecycle: transient`` entries are never kept: the command starts them.
-        """
-        share = getattr(server, "share", "per-call")
-        kept = share != "per-call" and getattr(server, "lifecycle", "singleton") != "transient"
-        return server.type == "stdio" and kept and server.unresolved_error() is None
+        """Whether ``server`` goes through the daemon (:func:`~mcpmux.daemon.attach.servable`)."""
+        return servable(server)
 
     @asynccontextmanager
     async def open(
