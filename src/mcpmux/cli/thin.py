@@ -28,12 +28,16 @@ REPLY_MARGIN_S = 30.0
 
 
 def _server(config: Config, name: str) -> ServerConfig | None:
+    from mcpmux.config.effective import with_effective_sandbox
     from mcpmux.daemon.attach import daemon_mode, servable
 
     if daemon_mode(config, state().daemon) == "off":
         return None
     server = next((s for s in config.enabled_servers if s.name == name), None)
-    return server if server is not None and servable(server) else None
+    if server is None or not servable(server):
+        return None
+    # As the manager hands it to its connection factory: the same entry, so the same warm instance.
+    return with_effective_sandbox(server, config.security)
 
 
 def thin_call(canonical: str, arguments: JSONObject, *, yes: bool) -> JSONObject | None:

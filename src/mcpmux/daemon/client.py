@@ -6,9 +6,10 @@ daemon's socket, everything else as before. Above the transport nothing changes 
 guard, rendering), so a command prints the same with and without the daemon. Modes
 (``settings.daemon``, ``MCPMUX_DAEMON``, ``--daemon``/``--no-daemon``):
 
-- ``auto``: use the daemon when one runs; when none runs, or it cannot serve a server, that server
-  is started here as before (logged at INFO);
-- ``on``: the daemon is required, and started in the background when none runs; a failure is a
+- ``auto``: use the daemon, starting it in the background when none runs (two commands starting
+  it at once get one daemon: the lock file decides); when it cannot be started or reached, or
+  cannot serve a server, that server is started here as before (logged at INFO);
+- ``on``: the same, but the daemon is required: a failure is a
   :class:`~mcpmux.errors.DaemonUnavailable` (exit 3);
 - ``off``: never.
 """
@@ -150,8 +151,9 @@ async def start_daemon(linger_s: float | None = None) -> JSONObject:
     """
     try:
         return await request(STATUS)
-    except DaemonUnavailable:
-        pass
+    except DaemonUnavailable as exc:
+        if not isinstance(exc.__cause__, FileNotFoundError | ConnectionRefusedError):
+            raise  # a socket that is not this user's alone, or a daemon that did not answer: not ours to replace
     await anyio.to_thread.run_sync(spawn_daemon, linger_s)
     with anyio.move_on_after(START_TIMEOUT_S):
         while True:
@@ -234,9 +236,7 @@ class DaemonClient:
             if self._running:
                 return
             try:
-                # ``auto`` uses a running daemon; only ``on`` starts one (no command leaves a
-                # background process behind unless asked to).
-                await (start_daemon() if self.mode == "on" else request(STATUS))
+                await start_daemon()
             except DaemonUnavailable as exc:
                 self._unavailable = exc
                 raise
