@@ -7,6 +7,7 @@ the daemon's warm instance, or a child of the command itself.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pexpect
 import psutil
 import pytest
 
-from tests.daemon.conftest import Daemon
+from tests.daemon.conftest import Daemon, daemon_processes
 from tests.daemon.test_daemon_lifecycle import _counter, _write_config
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 
@@ -43,18 +44,21 @@ def _run(daemon: Daemon, cwd: Path, *flags: str) -> tuple[int, str, str, str]:
     return done.returncode, done.stdout, done.stderr, result
 
 
-def test_run_uses_the_daemon_when_it_runs_and_starts_the_server_itself_otherwise(
+def test_run_uses_the_daemon_starting_it_on_demand_and_falls_back_when_it_cannot(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     _write_config(tmp_path, _counter("counter"))
-    # No daemon (auto): the command starts the server itself.
+    # A daemon that cannot be used (its directory is open to others): the command starts the server itself.
+    (daemon.runtime / "mcpmux").mkdir(mode=0o700)
+    os.chmod(daemon.runtime / "mcpmux", 0o777)
     code, out, err, result = _run(daemon, tmp_path)
     assert (code, out) == (0, "bumped\n"), err
     assert result.startswith("1 pid "), result
+    assert daemon_processes(daemon.runtime) == []
     alone = int(result.split()[-1])
-    daemon.start("--linger", "600")
-    for expected in ("1", "2"):  # the daemon's one warm instance counts both runs
+    os.chmod(daemon.runtime / "mcpmux", 0o700)
+    for expected in ("1", "2"):  # auto: the first run starts the daemon, both are served by one warm instance
         code, out, err, result = _run(daemon, tmp_path)
         assert (code, out) == (0, "bumped\n"), err
         count, _, pid = result.split()

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mcpmux import __version__
 from mcpmux.config.models import Config, ServerConfig
 from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, Attach, origin_of, request_line
 from mcpmux.daemon.paths import check_owned, socket_path
@@ -36,7 +37,7 @@ __all__ = ["APPROVAL_META", "NotThin", "ThinSession", "Wire", "thin_answers"]
 
 APPROVAL_META = "io.mcpmux/approval"  # mcpmux.policy.chained.APPROVAL_META (that module imports the SDK)
 PROTOCOL_VERSION = "2025-11-25"
-CLIENT_INFO = {"name": "mcpmux-cli", "version": "thin"}
+CLIENT_INFO = {"name": "mcpmux", "version": __version__}  # as the SDK client of the full path says
 _PRE_EXECUTION = frozenset({"UsageError", "PolicyError", "ConfigError"})
 """Error kinds the guard raises before anything reaches the server: the full path reproduces them."""
 
