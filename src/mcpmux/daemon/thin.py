@@ -114,7 +114,7 @@ class ThinSession:
         )
         try:
             self._send_raw(request_line(ATTACH, attach.params()))
-            reply = json.loads(self._line(MAX_ATTACH_BYTES))
+            reply = _parse(self._line(MAX_ATTACH_BYTES))
             if "error" in reply:
                 raise NotThin(f"the daemon will not serve it: {reply['error'].get('message')}")
             hello = {
@@ -197,7 +197,7 @@ class ThinSession:
         self._send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
         limit = self.config.settings.max_message_bytes
         while True:
-            message = json.loads(self._line(limit))
+            message = _parse(self._line(limit))
             if message.get("id") == ident and "method" not in message:
                 if "error" in message:
                     raise _JsonRpcError(message["error"])
@@ -245,6 +245,17 @@ class ThinSession:
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
+
+
+def _parse(line: bytes) -> dict[str, Any]:
+    """One JSON-RPC message; anything else (not an object, nested past the parser's depth) is a ValueError."""
+    try:
+        message = json.loads(line)
+    except RecursionError as exc:
+        raise ValueError("a message nested too deeply to read") from exc
+    if not isinstance(message, dict):
+        raise ValueError(f"not a JSON-RPC message: {line[:80]!r}")
+    return message
 
 
 class _JsonRpcError(Exception):
