@@ -44,7 +44,7 @@ def _run(daemon: Daemon, cwd: Path, *flags: str) -> tuple[int, str, str, str]:
     return done.returncode, done.stdout, done.stderr, result
 
 
-def test_run_uses_the_daemon_starting_it_on_demand_and_falls_back_when_it_cannot(
+def test_run_uses_the_daemon_when_it_runs_and_falls_back_when_it_cannot(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -58,7 +58,8 @@ def test_run_uses_the_daemon_starting_it_on_demand_and_falls_back_when_it_cannot
     assert daemon_processes(daemon.runtime) == []
     alone = int(result.split()[-1])
     os.chmod(daemon.runtime / "mcpmux", 0o700)
-    for expected in ("1", "2"):  # auto: the first run starts the daemon, both are served by one warm instance
+    daemon.start("--linger", "600")
+    for expected in ("1", "2"):  # both runs are served by the daemon's one warm instance
         code, out, err, result = _run(daemon, tmp_path)
         assert (code, out) == (0, "bumped\n"), err
         count, _, pid = result.split()
