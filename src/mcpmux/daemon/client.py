@@ -237,9 +237,10 @@ class DaemonClient:
                 return
             try:
                 # ``auto`` uses a running daemon; only ``on`` starts one. Starting it under ``auto``
-                # too is one line here, held back: test helpers that strip MCPMUX_* would start
-                # daemons in the shared runtime directory, and a chain of mcpmux gateways asking
-                # approvals at both ends hangs through the daemon (tests/cli/test_chained_approval.py).
+                # too is one line here, held back: commands run with a stripped environment (test
+                # helpers drop MCPMUX_* and XDG_*) started daemons in the shared /tmp/mcpmux-UID,
+                # which then served other environments' commands (a chained-approval test hung on
+                # a daemon another test had started; with its own runtime directory it passes).
                 await (start_daemon() if self.mode == "on" else request(STATUS))
             except DaemonUnavailable as exc:
                 self._unavailable = exc
