@@ -345,6 +345,31 @@ def rss_per_sessions(root: Path, url: str, sessions: int) -> dict[str, float]:
             "mb_per_1000_sessions": (after - before) / 2**20 * 1000 / sessions}  # fmt: skip
 
 
+def revocation(root: Path, url: str, rounds: int) -> list[list[object]]:
+    """Seconds from ``mcpmux token revoke`` returning to the token's refusal by each of 3 replicas."""
+    config = _config(root, url, root / "revoke.log")
+    rows: list[list[object]] = []
+    with Cluster(root, config, 3) as cluster:
+        bases = [f"http://127.0.0.1:{r.port}" for r in cluster.replicas]
+        # A token that stays, so that tokens are still required on loopback once the others are revoked.
+        mcpmux(root, config, "token", "create", "keeper")
+        for number in range(rounds):
+            token = mcpmux(root, config, "token", "create", f"gone{number}").stdout.strip()
+            with httpx.Client(trust_env=False, timeout=10) as http:
+                assert all(http.get(f"{b}/api/replicas", headers=_headers(token)).status_code == 200 for b in bases)
+                assert mcpmux(root, config, "token", "revoke", f"gone{number}").returncode == 0
+                revoked_at, refused = time.monotonic(), dict.fromkeys(bases, 0.0)
+                while not all(refused.values()) and time.monotonic() - revoked_at < 30:
+                    for base in bases:
+                        if (
+                            not refused[base]
+                            and http.get(f"{base}/api/replicas", headers=_headers(token)).status_code == 401
+                        ):
+                            refused[base] = time.monotonic() - revoked_at
+            rows.append([number + 1, *(round(v, 4) for v in refused.values())])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=20_000)
@@ -353,7 +378,8 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--scale-seconds", type=float, default=20.0)
     parser.add_argument("--sessions", type=int, default=1000)
-    parser.add_argument("--skip", choices=["soak", "scaling", "rss"], action="append", default=[])
+    parser.add_argument("--revocations", type=int, default=5)
+    parser.add_argument("--skip", choices=["soak", "scaling", "rss", "revocation"], action="append", default=[])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mcpmux-bench-replicas-") as tmp, _database() as url:
         root = Path(tmp)
@@ -373,6 +399,10 @@ def main() -> None:
             (root / "rss").mkdir()
             rss = rss_per_sessions(root / "rss", url, args.sessions)
             report("replicas_rss", list(rss), [list(rss.values())])
+        if "revocation" not in args.skip:
+            (root / "revocation").mkdir()
+            rows = revocation(root / "revocation", url, args.revocations)
+            report("replicas_revocation", ["round", "r1 s", "r2 s", "r3 s"], rows)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@
 #   MCPMUX_DB            the shared database, postgresql+psycopg://USER:PASS@HOST/DB (read by mcpmux itself:
 #                        it never appears on a command line, so `ps` does not show the password)
 #   MCPMUX_DB_FILE       a file holding that URL (a Docker or Kubernetes secret), used when MCPMUX_DB is unset
+#   MCPMUX_SECRET_KEY    the key that seals registered sources' secrets in the database: the SAME on every
+#                        replica (each would otherwise make its own and could not read the others' secrets)
+#   MCPMUX_SECRET_KEY_FILE  a file holding that key, used when MCPMUX_SECRET_KEY is unset
 #   MCPMUX_REPLICA_ID    this replica's name (default: the hostname: the pod or container name)
 #   MCPMUX_ADVERTISE     the URL other replicas reach this one at (http://ADDR:PORT)
 #   MCPMUX_PORT          the port to serve on (default 8080)
@@ -29,6 +32,14 @@ if [ -z "${MCPMUX_DB:-}" ] && [ -n "${MCPMUX_DB_FILE:-}" ]; then
     MCPMUX_DB=$(cat "$MCPMUX_DB_FILE")
     export MCPMUX_DB
 fi
+if [ -z "${MCPMUX_SECRET_KEY:-}" ] && [ -n "${MCPMUX_SECRET_KEY_FILE:-}" ]; then
+    [ -r "$MCPMUX_SECRET_KEY_FILE" ] || die "MCPMUX_SECRET_KEY_FILE=$MCPMUX_SECRET_KEY_FILE is not a readable file"
+    MCPMUX_SECRET_KEY=$(cat "$MCPMUX_SECRET_KEY_FILE")
+    export MCPMUX_SECRET_KEY
+fi
+case "${MCPMUX_SECRET_KEY:-}" in
+    *CHANGE-ME*) die "MCPMUX_SECRET_KEY is still the template's (CHANGE-ME): put a real key in the secret" ;;
+esac
 if [ -z "${MCPMUX_CONFIG:-}" ] && [ -f /etc/mcpmux/mcpmux.yaml ]; then
     export MCPMUX_CONFIG=/etc/mcpmux/mcpmux.yaml
 fi
@@ -36,11 +47,13 @@ port=${MCPMUX_PORT:-8080}
 
 case "${1:-}" in
     healthcheck)
+        host=${MCPMUX_HOST:-0.0.0.0}
+        [ "$host" != 0.0.0.0 ] || host=127.0.0.1
         exec python3 -c 'import sys, urllib.request
 try:
-    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/healthz", timeout=5)
+    urllib.request.urlopen(f"http://{sys.argv[1]}/healthz", timeout=5)
 except Exception as exc:
-    sys.exit(f"unhealthy: {exc}")' "$port"
+    sys.exit(f"unhealthy: {exc}")' "$host:$port"
         ;;
     init-token)
         [ "$#" -eq 3 ] || die "usage: init-token NAME FILE"
@@ -66,10 +79,7 @@ esac
 [ -n "${MCPMUX_ADVERTISE:-}" ] || die "set MCPMUX_ADVERTISE to the URL other replicas reach this one at (http://ADDR:$port)"
 replica=${MCPMUX_REPLICA_ID:-${HOSTNAME:-$(cat /proc/sys/kernel/hostname)}}
 
-# The advertised address is a Host the other replicas send: accept it, beside the public names.
-advertised=${MCPMUX_ADVERTISE#*://}
-advertised=${advertised%%/*}
-set -- --allow-host "$advertised" "$@"
+# The public names clients use (mcpmux accepts the --advertise address itself).
 set -f # split the list on blanks, but never expand a '*' in it against file names
 for name in ${MCPMUX_ALLOW_HOSTS:-}; do
     set -- --allow-host "$name" "$@"

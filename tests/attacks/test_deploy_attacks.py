@@ -26,7 +26,8 @@ import pytest
 from tests.deploy.files import ENTRYPOINT, entrypoint_env, fake_mcpmux
 from tests.deploy.stack import CALL_TIMEOUT_S, running_stack
 from tests.replicas.nginx import start_nginx
-from tests.replicas.test_nginx import TIMEOUT, Upstream, _upstream
+from tests.replicas.test_nginx import TIMEOUT
+from tests.replicas.upstreams import Upstream, running_upstream
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.network]
 
@@ -41,7 +42,7 @@ SMUGGLING = [
 
 @pytest.fixture
 def upstream(tmp_path: Path) -> Iterator[Upstream]:
-    with _upstream("a", tmp_path) as a:
+    with running_upstream("a", tmp_path) as a:
         yield a
 
 
@@ -92,7 +93,7 @@ def test_a_replica_cannot_make_nginx_redirect_internally(upstream: Upstream, tmp
 
 def test_a_replica_killed_mid_stream_ends_the_clients_stream(tmp_path: Path) -> None:
     with (
-        _upstream("a", tmp_path) as a,
+        running_upstream("a", tmp_path) as a,
         start_nginx([a.port], tmp_path) as (port, _process),
         httpx.stream("GET", f"http://127.0.0.1:{port}/sse", timeout=TIMEOUT) as response,
     ):
@@ -126,7 +127,7 @@ def test_shell_syntax_in_the_environment_stays_literal(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     argv = argv_file.read_text().splitlines()
     hosts = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--allow-host"]
-    assert sorted(hosts) == sorted(["r1:8080", *hostile.split()])
+    assert sorted(hosts) == sorted(hostile.split())
     assert argv[argv.index("--replica-id") + 1] == 'r1"; touch pwned-4; "'
     assert sorted(p.name for p in workdir.iterdir()) == ["decoy-a", "decoy-b"]
     assert not list(tmp_path.rglob("pwned-*"))

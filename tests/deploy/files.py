@@ -11,6 +11,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from tests.peers.fixtures import _stamp_matches
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"
@@ -21,17 +23,19 @@ _VENV_TOOLS = ("kubernetes-validate", "kubectl", "hadolint", "python")
 
 
 def validator(name: str) -> Path:
-    """A validator installed by scripts/install-peers; a clear failure (never a skip) when missing.
+    """A validator installed by scripts/install-peers; a clear failure (never a skip) when missing or stale.
 
     Raises:
-        AssertionError: not installed.
+        AssertionError: not installed, or installed from other pins than today's.
     """
-    path = (
-        PEERS / ".venv-deploy" / "bin" / name
-        if name in _VENV_TOOLS
-        else PEERS / "deploy" / "node_modules" / ".bin" / name
-    )
-    assert path.is_file(), f"{path} is missing: run scripts/install-peers (it installs the deployment validators)"
+    if name in _VENV_TOOLS:
+        folder, path = PEERS / ".venv-deploy", PEERS / ".venv-deploy" / "bin" / name
+        stamped = _stamp_matches(folder / ".install-peers.stamp", "pip", PEERS / "deploy" / "requirements.txt")
+    else:
+        folder, path = PEERS / "deploy" / "node_modules", PEERS / "deploy" / "node_modules" / ".bin" / name
+        inputs = (PEERS / "deploy" / "package.json", PEERS / "deploy" / "package-lock.json")
+        stamped = _stamp_matches(folder / ".install-peers.stamp", "npm", *inputs)
+    assert path.is_file() and stamped, f"{path} is missing or stale: run scripts/install-peers (deployment validators)"
     return path
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -74,7 +75,9 @@ def test_no_password_is_written_in_the_file() -> None:
     assert stack["services"]["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_password"
     for name in REPLICAS:
         assert stack["services"][name]["environment"]["MCPMUX_DB_FILE"] == "/run/secrets/mcpmux_db_url"
-    assert {s["file"] for s in stack["secrets"].values()} == {"./secrets/postgres_password", "./secrets/mcpmux_db_url"}
+        assert stack["services"][name]["environment"]["MCPMUX_SECRET_KEY_FILE"] == "/run/secrets/mcpmux_secret_key"
+    files = {s["file"] for s in stack["secrets"].values()}
+    assert files == {"./secrets/postgres_password", "./secrets/mcpmux_db_url", "./secrets/mcpmux_secret_key"}
     assert "deploy/secrets/" in (DEPLOY.parent / ".gitignore").read_text().splitlines()
 
 
@@ -91,6 +94,9 @@ def test_make_secrets_writes_one_password_into_both_files_and_never_overwrites(t
     assert url == f"postgresql+psycopg://mcpmux:{password}@postgres:5432/mcpmux"
     assert (folder / "secrets").stat().st_mode & 0o777 == 0o700
     assert password not in first.stderr + first.stdout
+    # The sealing key every replica shares: what mcpmux accepts as MCPMUX_SECRET_KEY.
+    key = (folder / "secrets" / "mcpmux_secret_key").read_text()
+    assert len(base64.urlsafe_b64decode(key)) == 32
     again = run(["sh", script])
     assert again.returncode == 1 and "exists already" in again.stderr
     assert (folder / "secrets" / "postgres_password").read_text() == password

@@ -4,6 +4,7 @@ with the real CLI, its refusals say what to do, and init-token makes one token w
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import stat
@@ -27,6 +28,8 @@ from tests.deploy.files import (
     rendered_kubernetes,
     run,
 )
+from tests.peers.fixtures import free_port
+from tests.replicas.upstreams import running_upstream
 
 pytestmark = pytest.mark.subprocess
 
@@ -65,6 +68,9 @@ def run_entrypoint(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[sub
     return result, argv_file
 
 
+SECRET_KEY = "q3Jb0kqgR2B2yYp5o3vQxg3Yx8j1mBq0w2r6c8Vd9aE="
+
+
 def compose_env(service: str, tmp_path: Path) -> dict[str, str]:
     # As compose interpolates them with nothing set in its environment: ${VAR:-default} -> default.
     env = {
@@ -74,6 +80,9 @@ def compose_env(service: str, tmp_path: Path) -> dict[str, str]:
     secret = tmp_path / "mcpmux_db_url"
     secret.write_text(DB_URL)
     env["MCPMUX_DB_FILE"] = str(secret)  # compose mounts ./secrets/mcpmux_db_url there
+    key = tmp_path / "mcpmux_secret_key"
+    key.write_text(SECRET_KEY)
+    env["MCPMUX_SECRET_KEY_FILE"] = str(key)  # and ./secrets/mcpmux_secret_key there
     env.pop("MCPMUX_CONFIG")  # /etc/mcpmux does not exist here
     return env
 
@@ -105,7 +114,7 @@ def test_a_compose_replica_serves_with_its_service_name_and_never_shows_the_data
     argv = argv_file.read_text().splitlines()
     assert argv == [
         "serve", "--http", "0.0.0.0:8080", "--replica-id", "mcpmux-2", "--advertise", "http://mcpmux-2:8080",
-        "--allow-host", "mcpmux-2:8080", "--drain-timeout", "20",
+        "--drain-timeout", "20",
     ]  # fmt: skip
     assert not any("s3cret" in arg for arg in argv)  # `ps` shows argv: the URL travels in the environment
     assert recorded_env(argv_file)["MCPMUX_DB"] == DB_URL
@@ -121,7 +130,6 @@ def test_a_kubernetes_pod_serves_with_its_name_and_advertises_its_ip(tmp_path: P
     ]  # fmt: skip
     hosts = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--allow-host"]
     assert set(hosts) == {
-        "10.244.1.17:8080",
         "mcpmux",
         "mcpmux.mcpmux.svc",
         "mcpmux.mcpmux.svc.cluster.local",
@@ -172,6 +180,8 @@ def test_the_other_command_lines_of_the_deployment_files_parse_with_the_real_cli
         ({"MCPMUX_DB_FILE": "/nonexistent/url"}, "is not a readable file"),
         ({"MCPMUX_DB": "postgresql+psycopg://mcpmux:CHANGE-ME@db/mcpmux"}, "CHANGE-ME"),
         ({"MCPMUX_ADVERTISE": ""}, "set MCPMUX_ADVERTISE"),
+        ({"MCPMUX_SECRET_KEY_FILE": "/nonexistent/key"}, "is not a readable file"),
+        ({"MCPMUX_SECRET_KEY": "CHANGE-ME"}, "MCPMUX_SECRET_KEY is still the template's"),
     ],
 )
 def test_a_missing_or_template_setting_is_refused_before_mcpmux_starts(
@@ -205,3 +215,13 @@ def test_other_arguments_run_mcpmux_itself(tmp_path: Path) -> None:
     result, argv_file = run_entrypoint(tmp_path, {}, "token", "create", "ci", "--can-approve")
     assert result.returncode == 0, result.stderr
     assert argv_file.read_text().splitlines() == ["token", "create", "ci", "--can-approve"]
+
+
+def test_healthcheck_passes_on_200_and_fails_naming_the_reason_otherwise(tmp_path: Path) -> None:
+    port = free_port()
+    env = {"PATH": os.environ["PATH"], "MCPMUX_PORT": str(port), "MCPMUX_HOST": "127.0.0.1"}
+    down = run(["sh", ENTRYPOINT, "healthcheck"], env=env)
+    assert down.returncode == 1 and "unhealthy" in down.stderr
+    with running_upstream("replica", tmp_path) as upstream:  # answers 200 to any path
+        up = run(["sh", ENTRYPOINT, "healthcheck"], env=env | {"MCPMUX_PORT": str(upstream.port)})
+    assert up.returncode == 0, up.stderr

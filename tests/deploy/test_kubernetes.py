@@ -42,7 +42,7 @@ def test_every_rendered_resource_is_valid_against_the_api_schema(tmp_path: Path,
     rendered.write_text(result.stdout)
     code, output = validate(rendered, version)
     assert code == 0, output
-    assert output.count("passed for resource") == len(load_all(result.stdout)) == 9
+    assert output.count("passed for resource") == len(load_all(result.stdout)) == 10
 
 
 def test_the_validator_refuses_a_misspelt_field(tmp_path: Path) -> None:
@@ -131,3 +131,21 @@ def test_the_config_map_is_deploy_mcpmux_yaml_and_the_secret_only_a_template() -
     url = kind("Secret")["stringData"]["url"]
     assert re.fullmatch(r"postgresql\+psycopg://mcpmux:CHANGE-ME@[\w.-]+:5432/mcpmux", url)
     assert "CHANGE-ME" in (DEPLOY / "docker-entrypoint.sh").read_text()  # refused at start, see test_entrypoint
+
+
+def test_the_ingress_makes_the_choices_of_nginx_conf() -> None:
+    ingress = kind("Ingress")
+    notes = ingress["metadata"]["annotations"]
+    prefix = "nginx.ingress.kubernetes.io/"
+    assert notes[prefix + "load-balance"] == "round_robin"
+    assert not [name for name in notes if "affinity" in name or "upstream-hash-by" in name]
+    assert notes[prefix + "proxy-buffering"] == "off"
+    assert int(notes[prefix + "proxy-read-timeout"]) >= 3600
+    assert notes[prefix + "proxy-body-size"] == "4m"
+    assert "non_idempotent" not in notes[prefix + "proxy-next-upstream"]
+    conf = (DEPLOY / "nginx.conf").read_text()
+    assert f"proxy_next_upstream {notes[prefix + 'proxy-next-upstream']};" in conf
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": kind("Service")["metadata"]["name"], "port": {"name": "http"}}
+    hosts = next(e for e in container()["env"] if e["name"] == "MCPMUX_ALLOW_HOSTS")["value"].split()
+    assert ingress["spec"]["rules"][0]["host"] in hosts  # the replicas accept the Host the ingress passes

@@ -2,7 +2,7 @@
 
 ``replicas(...)`` starts N of them on free loopback ports, each with ``--replica-id rN`` and
 ``--advertise`` its own URL; :class:`RoundRobin` is a client-side balancer with no affinity at all
-(each request to the next replica), for tests that do not need nginx in between.
+(each request to the next replica), where nginx (:mod:`tests.replicas.nginx`) is not needed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
-import httpx2
 import psycopg
 import pytest
 
@@ -73,25 +72,8 @@ def replicas(root: Path, config: Path, count: int = 3, *args: str) -> Iterator[l
         ]
 
 
-class RoundRobin(httpx2.AsyncBaseTransport):
-    """Sends each request to the next of ``bases`` (``http://127.0.0.1:PORT``): a balancer without affinity."""
-
-    def __init__(self, bases: Sequence[str]) -> None:
-        self.ports = itertools.cycle([httpx2.URL(b).port for b in bases])
-        self.inner = httpx2.AsyncHTTPTransport()
-        self.sent = 0
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        request.url = request.url.copy_with(port=next(self.ports))
-        self.sent += 1
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class RoundRobinSync(httpx.BaseTransport):
-    """:class:`RoundRobin` for a synchronous ``httpx`` client (the console's tests)."""
+class RoundRobin(httpx.BaseTransport):
+    """Sends each request of an ``httpx`` client to the next of ``bases``: a balancer without any affinity."""
 
     def __init__(self, bases: Sequence[str]) -> None:
         self.ports = itertools.cycle([httpx.URL(b).port for b in bases])

@@ -1,6 +1,7 @@
 """Three ``mcpmux serve --http`` replicas on one PostgreSQL, reached through a balancer without affinity.
 
-Every request of a client goes to the next replica (:class:`RoundRobin`), so a 2025-11-25 session's
+Every request of a client goes to the next replica (nginx with the shipped config, or
+:class:`~tests.replicas.conftest.RoundRobin`), so a 2025-11-25 session's
 requests and a 2026-07-28 call's retries land on replicas that do not hold them: the replicas
 forward them to the owner. Also: a session whose replica died answers 404 (the client starts
 again), a token revoked on one replica is refused by all, and one replica's id cannot be taken by
@@ -23,10 +24,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.gateway.serving import mcpmux, serve
+from tests.gateway.serving import Serving, mcpmux, serve
 from tests.gateway.test_serve_http import INIT, MCP_HEADERS, _Streams, text
 from tests.peers.fixtures import stdio_command
-from tests.replicas.conftest import RoundRobin, RoundRobinSync, free_port, replica_config, replicas, start_replica
+from tests.replicas.conftest import RoundRobin, free_port, replica_config, replicas, start_replica
+from tests.replicas.nginx import start_nginx
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
 
@@ -38,6 +40,10 @@ def health(base: str, token: str) -> dict[str, object]:
     assert reply.status_code == 200, reply.text
     body: dict[str, object] = reply.json()
     return body
+
+
+def port_of(serving: Serving) -> int:
+    return int(serving.base.rsplit(":", 1)[1])
 
 
 def wait_for_peers(base: str, token: str, count: int = 3) -> list[str]:
@@ -72,16 +78,17 @@ async def test_clients_of_both_eras_hop_replicas_with_approval_and_sampling(
     async def sample(context: object, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         return types.CreateMessageResult(role="assistant", content=types.TextContent(text="four"), model="test")
 
-    with replicas(tmp_path, config, 3) as served:
+    with replicas(tmp_path, config, 3) as served, start_nginx([port_of(s) for s in served], tmp_path) as (port, _):
         bases = [s.base for s in served]
         assert all(dict(health(b, token)["replica"])["listening"] for b in bases)
         assert wait_for_peers(bases[0], token) == ["r1", "r2", "r3"]
         with anyio.fail_after(WAIT_S):
             for mode in ("legacy", "2026-07-28"):
-                balancer, auth = RoundRobin(bases), {"Authorization": f"Bearer {token}"}
+                auth = {"Authorization": f"Bearer {token}"}
                 async with (
-                    httpx2.AsyncClient(transport=balancer, headers=auth, timeout=60) as http,
-                    streamable_http_client(served[0].url, http_client=http) as (read, write),
+                    # nginx with the shipped deploy/nginx.conf: round-robin, no affinity.
+                    httpx2.AsyncClient(headers=auth, timeout=60) as http,
+                    streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (read, write),
                     Client(
                         _Streams(read, write),
                         mode=mode,
@@ -97,9 +104,11 @@ async def test_clients_of_both_eras_hop_replicas_with_approval_and_sampling(
                         "everything__trigger-sampling-request", {"prompt": "2+2?", "maxTokens": 5}
                     )
                     assert not sampled.is_error and "four" in text(sampled), text(sampled)
-                assert balancer.sent >= 6
         assert len(asked) == 6
         assert forwarded(bases, token) > 0
+    # Every replica's audit rows are in the one table.
+    rows = json.loads(mcpmux(tmp_path, config, "audit", "--json").stdout)
+    assert sum(1 for r in rows if r["name"] == "time:get_current_time" and r["outcome"] == "ok") == 6
 
 
 def test_a_session_whose_replica_died_answers_404_and_a_new_one_works(tmp_path: Path, shared_database: str) -> None:
@@ -139,6 +148,14 @@ def test_a_token_revoked_on_one_replica_is_refused_by_all_at_once(tmp_path: Path
         while len(refused) < len(bases) and time.monotonic() - started < 30:
             refused |= {b for b in bases if status(b) == 401}
         assert len(refused) == len(bases)
+        # Each replica says who it is and whom it sees: /api/replicas, /metrics (a token needed for both).
+        auth = {"Authorization": f"Bearer {bob}"}
+        listed = httpx.get(f"{bases[1]}/api/replicas", headers=auth, timeout=10).json()
+        assert listed["id"] == "r2" and listed["listening"] is True
+        assert {p["id"] for p in listed["peers"]} <= {"r1", "r2", "r3"} and listed["peers"]
+        assert httpx.get(f"{bases[1]}/api/replicas", timeout=10).status_code == 401
+        metrics = httpx.get(f"{bases[2]}/metrics", headers=auth, timeout=10).text
+        assert 'mcpmux_replica_info{replica="r3"' in metrics and "mcpmux_replica_listening 1" in metrics
 
 
 def test_a_replica_id_held_by_a_live_process_is_refused(tmp_path: Path, shared_database: str) -> None:
@@ -263,7 +280,7 @@ def test_a_console_session_is_served_whichever_replica_a_request_reaches(tmp_pat
     assert made.returncode == 0, made.stderr
     with replicas(tmp_path, config, 3) as served:
         bases = [s.base for s in served]
-        balancer = RoundRobinSync(bases)
+        balancer = RoundRobin(bases)
         with httpx.Client(base_url=bases[0], transport=balancer, timeout=30, follow_redirects=False) as browser:
             login = browser.post("/ui/login", data={"secret": made.stdout.strip()}, headers={"Origin": bases[0]})
             assert login.status_code == 303 and "mcpmux_replica" in browser.cookies

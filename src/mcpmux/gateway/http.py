@@ -130,6 +130,8 @@ def build_app(gateway: Gateway, options: HttpOptions, toolsets: Mapping[str, Gat
         routes += _sse_routes(gateway, transport_security, max_body)
         for name, served in (toolsets or {}).items():
             routes += _sse_routes(served, transport_security, max_body, f"/{name}")
+    if cluster is not None:
+        routes.append(Route("/api/replicas", endpoint=_replicas(cluster)))
     if options.extra is not None:
         routes.append(Mount("/", app=options.extra))
 
@@ -191,6 +193,13 @@ def _healthz(gateway: Gateway, cluster: Cluster | None) -> Any:
         return JSONResponse(body, status_code=status)
 
     return healthz
+
+
+def _replicas(cluster: Cluster) -> Any:
+    async def replicas(request: Request) -> Response:
+        return JSONResponse(cluster.to_json())
+
+    return replicas
 
 
 def _metrics(gateway: Gateway, cluster: Cluster | None) -> Any:
