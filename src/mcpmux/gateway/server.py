@@ -45,7 +45,7 @@ from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 
 from mcpmux import __version__
 from mcpmux._private.mcp_sdk import OpenTelemetryMiddleware
-from mcpmux.errors import MCPMuxError, ServerDisabled, ServerError, ToolNotFound
+from mcpmux.errors import ERROR_META, MCPMuxError, ServerDisabled, ServerError, ToolNotFound, error_meta
 from mcpmux.gateway.caller import approver_of, caller_of
 from mcpmux.gateway.discovery import CALL_TOOL, SEARCH_TOOLS, Discovery, call_arguments
 from mcpmux.gateway.downstream import Downstream
@@ -304,7 +304,8 @@ class Gateway:
             raise MCPError(exc.code, exc.error_message, exc.data) from exc
         except MCPMuxError as exc:
             message = f"{exc}\nhint: {exc.hint}" if exc.hint else str(exc)
-            return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+            meta = {ERROR_META: error_meta(exc)}  # what it was, for an mcpmux client (mcpmux.daemon.thin)
+            return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True, meta=meta)
         finally:
             self._in_flight -= 1
             if not self._in_flight:
