@@ -165,3 +165,23 @@ async def test_a_tool_resolved_before_its_server_relisted_is_judged_by_its_new_d
                     break
             with pytest.raises((ToolDefinitionChanged, ToolQuarantined)):
                 await host.call_tool(listed, {"text": "x"})
+
+
+async def test_a_server_disabled_at_run_time_stays_disabled_across_hosts_until_enabled(store: StateStore) -> None:
+    # Two hosts on one state database, one after the other: a restart, or the next replica to start.
+    config = Config(servers=(stdio("web"), stdio("other")))
+
+    def servers() -> dict[str, MockServer]:
+        return {name: MockServer(name).tool("ping", result="pong") for name in ("web", "other")}
+
+    with anyio.fail_after(30):
+        async with Host(config, store=store, catalog=False, connection_factory=factory(servers())) as host:
+            assert await host.disable("web", caller="token:alice") is True
+        async with Host(config, store=store, catalog=False, connection_factory=factory(servers())) as host:
+            web = next(s for s in host.status() if s.name == "web")
+            assert web.state.value == "disabled" and "token:alice" in web.reason and "remembered" in web.reason
+            assert [t.name for t in host.tools()] == ["other:ping"]  # never started: no tools, no child
+            assert await host.enable("web") is True
+            assert {t.name for t in host.tools()} == {"other:ping", "web:ping"}
+        async with Host(config, store=store, catalog=False, connection_factory=factory(servers())) as host:
+            assert all(s.state.value != "disabled" for s in host.status())  # enabling forgot the disable

@@ -27,6 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from mcpmux.config.models import Config, ServerConfig, Settings, StdioServerConfig
 from mcpmux.connection.callbacks import ClientCallbacks
 from mcpmux.errors import ConfigError, ConfigProblem
@@ -108,8 +110,16 @@ class Host(Guard):
         await self.stop()
 
     async def start(self) -> None:
-        """Start supervising the servers (see ``start`` and ``wait``); a failure stops what started."""
+        """Start supervising the servers (see ``start`` and ``wait``); a failure stops what started.
+
+        A server disabled at run time before (console, REST API, chat) stays disabled: it is not started.
+        """
         try:
+            remembered = await anyio.to_thread.run_sync(self.switches.all_disabled)
+            for server in self.manager.config.servers:
+                reason = remembered.get((self.pins.identity(server.name), server.name))
+                if reason is not None:
+                    self.manager.start_disabled(server.name, f"{reason} (remembered: enable it to start it)")
             await self.manager.start()
         except BaseException:
             self._close_store()

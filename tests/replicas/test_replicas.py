@@ -33,6 +33,7 @@ from tests.replicas.nginx import start_nginx
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
 
 WAIT_S = 90
+STATE_WAIT_S = 30
 
 
 def health(base: str, token: str) -> dict[str, object]:
@@ -297,3 +298,31 @@ def test_a_console_session_is_served_whichever_replica_a_request_reaches(tmp_pat
             )
             assert restarted.status_code in (200, 303), restarted.text[:300]
         assert forwarded(bases, made.stdout.strip()) >= 4
+
+
+def test_a_server_disabled_on_one_replica_is_disabled_on_all_and_stays_so_after_a_restart(
+    tmp_path: Path, shared_database: str
+) -> None:
+    config = replica_config(tmp_path, shared_database)
+    made = mcpmux(tmp_path, config, "token", "create", "admin", "--scope", "read", "--scope", "admin")
+    assert made.returncode == 0, made.stderr
+    auth = {"Authorization": f"Bearer {made.stdout.strip()}"}
+
+    def states(base: str) -> str:
+        return str(httpx.get(f"{base}/healthz", headers=auth, timeout=10).json()["servers"]["time"])
+
+    def wait_for(bases: list[str], state: str) -> None:
+        deadline = time.monotonic() + STATE_WAIT_S
+        while {states(b) for b in bases} != {state} and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert {states(b) for b in bases} == {state}
+
+    with replicas(tmp_path, config, 2) as served:
+        bases = [s.base for s in served]
+        wait_for(bases, "connected")
+        assert httpx.post(f"{bases[0]}/api/servers/time/disable", headers=auth, timeout=30).status_code == 200
+        wait_for(bases, "disabled")  # the other replica followed
+    with replicas(tmp_path, config, 1) as (again,):
+        assert states(again.base) == "disabled"  # remembered across a restart
+        assert httpx.post(f"{again.base}/api/servers/time/enable", headers=auth, timeout=30).status_code == 200
+        wait_for([again.base], "connected")

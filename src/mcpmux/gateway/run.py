@@ -181,7 +181,7 @@ async def _serve(
         state = None if cluster is None else cluster.request_state_security(RELAY_TIMEOUT_S)
         if cluster is not None:
             await tg.start(cluster.run)
-            await tg.start(_follow_sources, host, cluster)
+            await tg.start(_follow_changes, host, cluster)
             announce(f"replica {cluster.id} of {len(cluster.peers())} live, reached at {cluster.me.advertise}")
         if options.http is not None:
             options = replace(options, http=_with_apps(host, options, downstream, cluster))
@@ -245,31 +245,56 @@ def _replica(host: Host, options: ServeOptions, downstream: Downstream, gateways
     return cluster
 
 
-async def _follow_sources(
+async def _follow_changes(
     host: Host, cluster: Cluster, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
-    """Keep this replica's servers in step with sources registered, changed or removed on any replica.
+    """Keep this replica's servers in step with what other replicas changed: sources registered,
+    changed or removed, and servers disabled or enabled at run time.
 
-    The replica that made the change has done it already (its server equals the registered one) and
-    is left alone; servers of the configuration files are never touched.
+    The replica that made a change has done it already (its server equals the registered one, its
+    server's state is the remembered one) and is left alone; servers of the configuration files are
+    never replaced by sources.
     """
     from mcpmux.sources.registry import SourceRegistry
 
-    changed, heard = anyio.create_memory_object_stream[str](math.inf)
+    changed, heard = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
     registry = SourceRegistry.configured(host.config, host.store.url)
     configured = {s.name for s in host.config.servers}
-
-    cluster.on("sources", changed.send_nowait)
+    cluster.on("sources", lambda name: changed.send_nowait(("sources", name)))
+    cluster.on("servers", lambda name: changed.send_nowait(("servers", name)))
     task_status.started()
     try:
         async with changed, heard:
-            async for name in heard:
+            async for topic, name in heard:
                 try:
-                    await _follow_source(host, registry, configured, name)
+                    if topic == "sources":
+                        await _follow_source(host, registry, configured, name)
+                    else:
+                        await _follow_switch(host, name)
                 except MCPMuxError as exc:
-                    logger.warning("replica %s could not follow the change of source %s: %s", cluster.id, name, exc)
+                    logger.warning("replica %s could not follow the change of %s %s: %s", cluster.id, topic, name, exc)
     finally:
         registry.close()
+
+
+async def _follow_switch(host: Host, name: str) -> None:
+    """Disable or enable ``name`` (``*``: every server) as another replica did."""
+    remembered = await anyio.to_thread.run_sync(host.switches.all_disabled)
+    for status in host.status():
+        if name not in ("*", status.name):
+            continue
+        reason = remembered.get((host.pins.identity(status.name), status.name))
+        disabled = status.state.value == "disabled"
+        if reason is not None and not disabled:
+            await host.manager.disable(status.name, reason)
+            logger.info("server %s was disabled on another replica: disabled here too", status.name)
+        elif reason is None and disabled and _enabled_in_config(host, status.name):
+            await host.manager.enable(status.name)
+            logger.info("server %s was enabled on another replica: enabled here too", status.name)
+
+
+def _enabled_in_config(host: Host, name: str) -> bool:
+    return any(s.name == name and s.enabled for s in host.manager.config.servers)
 
 
 async def _follow_source(host: Host, registry: Any, configured: set[str], name: str) -> None:

@@ -109,6 +109,7 @@ class Manager:
         self._transient_limiter = anyio.CapacityLimiter(self.settings.max_transient_servers)
         self._factory = connection_factory
         self._supervisors: dict[str, Supervisor] = {}
+        self._start_disabled: dict[str, str] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -171,6 +172,9 @@ class Manager:
         )
         self._supervisors[server.name] = supervisor
         self.registry.add_server(server.name, server.namespace, server.resources)
+        remembered = self._start_disabled.pop(server.name, None)
+        if remembered is not None:
+            supervisor.disable(remembered)  # before its loop runs: it never connects
         await self._tg.start(supervisor.run)
         if server.enabled and self._wants_start(server, self._load_cached(server)):
             supervisor.want()
@@ -522,6 +526,20 @@ class Manager:
         supervisor.restart()
         with anyio.move_on_after(self._start_wait_s([supervisor])):
             await supervisor.wait_attempt(mark)
+
+    def start_disabled(self, name: str, reason: str) -> None:
+        """Before :meth:`start`: keep ``name`` disabled from the outset (a disable remembered from an
+        earlier run); it never starts until :meth:`enable`.
+
+        Raises:
+            ServerNotConfigured: no such server.
+            RuntimeError: the manager has started.
+        """
+        if self._tg is not None:
+            raise RuntimeError("start_disabled() is for servers not started yet: use disable()")
+        if all(s.name != name for s in self.config.servers):
+            raise ServerNotConfigured(name, [s.name for s in self.config.servers])
+        self._start_disabled[name] = reason
 
     async def disable(self, name: str, reason: str = "disabled at run time") -> bool:
         """Stop ``name`` and keep it stopped until :meth:`enable`: its child is reaped, its tools,

@@ -47,6 +47,7 @@ from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import Finding, scan_tool, suspect
 from mcpmux.policy.scope import ToolScope, agent_scope
 from mcpmux.policy.store import StateStore
+from mcpmux.policy.switches import ServerSwitches
 from mcpmux.policy.toolsets import Toolset
 from mcpmux.policy.validation import ArgumentCheck
 
@@ -129,6 +130,7 @@ class Guard:
         identities = {s.name: server_identity(s, self.approvals.project) for s in config.servers}
         self.pins = PinBook(self.store, config.security.pinning, identities)
         self.audit = AuditLog(self.store, config.secret_values)
+        self.switches = ServerSwitches(self.store)
         self._suspicion = suspicion
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
         self._hashes: dict[int, tuple[ToolInfo, str]] = {}
@@ -684,16 +686,23 @@ class Guard:
     async def disable(self, server: str, *, caller: str | None = None) -> bool:
         """Stop ``server`` and keep it stopped (its tools leave every listing), audited; say if it was enabled.
 
-        Held in memory (:meth:`Manager.disable`): the configuration file is not changed.
+        Remembered in the state database (:class:`~mcpmux.policy.switches.ServerSwitches`): it stays
+        disabled across restarts and on every replica until enabled; the configuration file is not changed.
         """
         tool, decision = self._server_request(server, DISABLE, {}, caller)
         reason = f"disabled at run time by {caller}" if caller else "disabled at run time"
-        return await self._run(tool, {}, caller, decision, self.manager.disable(server, reason), _no_size)
+        changed = await self._run(tool, {}, caller, decision, self.manager.disable(server, reason), _no_size)
+        await anyio.to_thread.run_sync(self.switches.disable, self.pins.identity(server), server, reason, caller)
+        return changed
 
     async def enable(self, server: str, *, caller: str | None = None) -> bool:
-        """Enable ``server`` and start it (waits for its first attempt), audited; say if it was disabled."""
+        """Enable ``server`` and start it (waits for its first attempt), audited; say if it was disabled.
+
+        Forgets a remembered disable (the configuration decides again at the next start)."""
         tool, decision = self._server_request(server, ENABLE, {}, caller)
-        return await self._run(tool, {}, caller, decision, self.manager.enable(server), _no_size)
+        changed = await self._run(tool, {}, caller, decision, self.manager.enable(server), _no_size)
+        await anyio.to_thread.run_sync(self.switches.enable, self.pins.identity(server), server)
+        return changed
 
     def _server_request(
         self, server: str, verb: str, args: JSONObject, caller: str | None, *, ruled_by: str | None = None

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text
 
-__all__ = ["approvals", "audit", "cluster_keys", "gateway_tokens", "held_approvals", "metadata", "pins", "replicas"]
+__all__ = [
+    "approvals", "audit", "cluster_keys", "gateway_tokens", "held_approvals", "metadata", "pins", "replicas",
+    "server_switches",
+]  # fmt: skip
 
 metadata = MetaData()
 
@@ -109,4 +112,16 @@ held_approvals = Table(
     Column("answer", String(16), nullable=True),
     Column("answered_by", Text, nullable=True),
     Index("mcpmux_held_approvals_expires", "expires_at"),
+)
+
+server_switches = Table(
+    "mcpmux_server_switches",
+    metadata,
+    # A server disabled at run time (console, REST API, chat) stays disabled across restarts and on
+    # every replica until enabled again; enabling deletes the row (the configuration decides again).
+    Column("identity", String(200), primary_key=True),  # policy.pins.server_identity
+    Column("server", String(200), primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("changed_at", Float, nullable=False),
+    Column("changed_by", Text, nullable=True),
 )
