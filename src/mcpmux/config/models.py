@@ -104,11 +104,17 @@ class ApprovalRule(_Frozen):
     arguments match every glob in ``arguments`` (compared with the value as text), get ``action``.
 
     Example: ``{tools: "fs:write_*", arguments: {path: "/tmp/*"}, action: allow}``.
+
+    ``callers`` (globs) limits the rule to some callers: ``group:NAME`` for a member of group NAME
+    (groups come from a gateway caller's verified OAuth token), any other pattern the caller's
+    identity (``token:oauth:alice``, ``agent:*``); empty: every caller
+    (see :mod:`mcpmux.policy.callers`).
     """
 
     tools: str
     arguments: dict[str, str] = Field(default_factory=dict)
     action: Literal["allow", "ask", "deny"]
+    callers: tuple[str, ...] = ()
 
 
 class ServerSecurity(_Frozen):

@@ -261,11 +261,16 @@ class SecurityMiddleware:
         return any(path == prefix or path.startswith(prefix + "/") for prefix in self.security.own_auth_prefixes)
 
     def _authenticate(self, scope: Scope, headers: Headers) -> Response | None:
-        info = self.gate.identify(_bearer(headers.get("authorization", "")))
+        token = _bearer(headers.get("authorization", ""))
+        info = self.gate.identify(token)
         if info is None:
             if scope["path"] in PUBLIC_PATHS:
                 scope[ANONYMOUS] = True
                 return None
+            external = self.security.external
+            if external is not None and external.unavailable(token):  # fail closed, but say it is not the token
+                reason = "The authorization server could not be reached to check the token: retry later"
+                return self._refused(scope, Refusal(503, reason), {"Retry-After": "2"})
             return self._refused(scope, Refusal(401, "A valid bearer token is required"), self._challenge(headers))
         if info.toolsets and not _toolset_path(scope["path"], info.toolsets):
             paths = ", ".join(f"/mcp/{name}" for name in info.toolsets)
