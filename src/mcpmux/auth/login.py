@@ -363,18 +363,29 @@ async def _first_redirect(
 
 
 class _WiderRegistration(httpx2.AsyncBaseTransport):
-    """Adds the step-up scopes to a dynamic registration (the SDK registers the scopes it was challenged for)."""
+    """Registers a client that later step-ups can use: without ``scope``, or with the step-up's union.
+
+    The SDK registers with the scope of the first challenge, and authorization servers such as
+    oidc-provider then bind the client to it: every step-up (``insufficient_scope``) was refused
+    (``invalid_scope``) and registered a new client, orphaning the old one. RFC 7591 lets a client
+    omit ``scope``: the first registration does, and the authorization request still asks only for
+    what is needed. Only a registration forced by a refusal anyway (a server that registers default
+    scopes when none is named) names the union it needs.
+    """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, wanted: str | None) -> None:
         self._inner, self._wanted = inner, wanted
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if self._wanted and request.method == "POST" and request.headers.get("content-type") == "application/json":
+        if request.method == "POST" and request.headers.get("content-type") == "application/json":
             body = json.loads(await request.aread())
             if isinstance(body, dict) and "redirect_uris" in body and "grant_types" in body:
-                scope = " ".join(dict.fromkeys([*str(body.get("scope") or "").split(), *self._wanted.split()]))
+                registration = {key: value for key, value in body.items() if key != "scope"}
+                if self._wanted:
+                    scopes = [*str(body.get("scope") or "").split(), *self._wanted.split()]
+                    registration["scope"] = " ".join(dict.fromkeys(scopes))
                 headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-                request = httpx2.Request("POST", request.url, headers=headers, json={**body, "scope": scope})
+                request = httpx2.Request("POST", request.url, headers=headers, json=registration)
         return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:
