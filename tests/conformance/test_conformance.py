@@ -108,3 +108,16 @@ def test_every_client_scenario_passes_except_the_listed_ones(tmp_path: Path, wir
     assert not new_failures, f"scenarios failing that are not in {suite.expected.name}: {new_failures}"
     assert not expected & passing, f"listed in {suite.expected.name} but passing now: {sorted(expected & passing)}"
     assert not expected - set(results), f"listed but not run by the suite: {sorted(expected - set(results))}"
+
+
+@pytest.mark.peers
+@pytest.mark.subprocess
+@pytest.mark.network
+@pytest.mark.timeout(SUITE_TIMEOUT_S)
+def test_a_result_without_result_type_is_taken_as_complete_and_the_client_exits_0(tmp_path: Path) -> None:
+    """SEP-2322: a client MUST assume ``resultType: complete`` when a 2026-07-28 result omits it. The
+    scenario's checks passed before, but the client then failed the call and exited 1."""
+    run = run_suite(tmp_path, "--scenario", "sep-2322-client-request-state", run=RUNS["0.2@2026-07-28"])
+    checks = scenario_checks(tmp_path).get("sep-2322-client-request-state", [])
+    assert passed(checks), _problems(checks)
+    assert run.returncode == 0 and "EXITED WITH ERROR" not in run.stdout, run.stdout[-2000:]
