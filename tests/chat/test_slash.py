@@ -46,6 +46,7 @@ ISSUE_COMMANDS = {
     "save",
     "exit",
     "help",
+    "login",
 }
 
 
