@@ -13,6 +13,7 @@ import base64
 import json
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -22,13 +23,26 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+from fastapi.testclient import TestClient
 from starlette.types import Receive, Scope, Send
 
-from mcpmux.config.models import Settings, StreamableHttpServerConfig
+from mcpmux.api.serve import build_api
+from mcpmux.config.models import (
+    ApprovalRule,
+    Config,
+    SecurityConfig,
+    Settings,
+    StdioServerConfig,
+    StreamableHttpServerConfig,
+)
 from mcpmux.connection import Connection
 from mcpmux.gateway.introspection import IntrospectionSettings, Introspector
 from mcpmux.gateway.oauth_resource import ExternalTokenInfo, ExternalTokens, OAuthResourceSettings
 from mcpmux.gateway.security import CALLER, HttpSecurity, SecurityMiddleware
+from mcpmux.gateway.tokens import TokenStore
+from mcpmux.policy import StateStore
+from mcpmux.policy.audit import AuditLog
+from mcpmux.sources import SourceRegistry
 from tests.auth.world import OAuthWorld, oauth_world
 from tests.peers.fixtures import free_port, run_listening, stdio_command
 
@@ -46,9 +60,9 @@ def world() -> Iterator[OAuthWorld]:
         yield running
 
 
-def token_of(world: OAuthWorld, client: str, resource: str = GATEWAY) -> str:
+def token_of(world: OAuthWorld, client: str, resource: str = GATEWAY, scope: str = "mcp:read") -> str:
     """An opaque access token of ``client`` (client credentials) for ``resource``."""
-    body = urllib.parse.urlencode({"grant_type": "client_credentials", "resource": resource, "scope": "mcp:read"})
+    body = urllib.parse.urlencode({"grant_type": "client_credentials", "resource": resource, "scope": scope})
     basic = base64.b64encode(f"{client}:{client}-secret-0123456789".encode()).decode()
     request = urllib.request.Request(
         f"{world.issuer}/token", data=body.encode(), headers={"Authorization": f"Basic {basic}"}, method="POST"
@@ -234,3 +248,43 @@ async def test_serve_http_admits_introspected_tokens_and_a_policy_rule_matches_a
     assert by_caller["token:oauth:robot (groups: admins, ops)"]["decision"] == "allowed"
     denial = by_caller["token:oauth:intern (groups: interns)"]
     assert denial["decision"] == "denied" and "group:interns" in denial["rule"]
+
+
+def execute_once_connected(http: TestClient, body: dict[str, object], token: str) -> httpx2.Response:
+    """POST ``body`` to the API's execute until its server has connected (503 while it connects)."""
+    for _attempt in range(300):
+        answer = http.post("/api/tools/execute", json=body, headers=bearer(token))
+        if answer.status_code != 503:
+            return answer
+        time.sleep(0.2)
+    return answer
+
+
+async def test_the_rest_api_maps_groups_into_policy_and_audit_too(world: OAuthWorld, tmp_path: Path) -> None:
+    command, args = stdio_command("time")
+    rule = ApprovalRule(tools="time:*", callers=("group:interns",), action="deny")
+    server = StdioServerConfig(name="time", command=command, args=args)
+    config = Config(servers=(server,), security=SecurityConfig(pinning="off", approval_rules=(rule,)))
+    external = introspecting(world)
+    registry = SourceRegistry(f"sqlite:///{tmp_path / 'sources.db'}", key=b"k" * 32)
+    store = StateStore(tmp_path / "state.db")
+    security = HttpSecurity(allowed_hosts=[HOST], tokens=TokenStore(store), external=external)
+    execute: dict[str, object] = {"tool_id": "time:get_current_time", "arguments": {"timezone": "UTC"}}
+    robot = token_of(world, "robot", scope="mcpmux:execute")
+    intern = token_of(world, "intern", scope="mcpmux:execute")
+    try:
+        with anyio.fail_after(DEADLINE_S):
+            await external.load()
+        app = build_api(config, registry, store=store, security=security)
+        with TestClient(app, base_url=f"http://{HOST}") as http:
+            allowed = execute_once_connected(http, execute, robot)
+            denied = http.post("/api/tools/execute", json=execute, headers=bearer(intern))
+        rows = AuditLog(store).query()
+    finally:
+        registry.close()
+        store.close()
+    assert allowed.status_code == 200, allowed.text
+    assert denied.status_code == 403, denied.text
+    callers = {row.caller: row.decision for row in rows}
+    assert callers["token:oauth:robot (groups: admins, ops)"] == "allowed"
+    assert callers["token:oauth:intern (groups: interns)"] == "denied"
