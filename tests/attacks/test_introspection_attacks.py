@@ -11,8 +11,10 @@ import logging
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
+import httpx2
 import jwt
 import mcp_types as types
 import pytest
@@ -21,7 +23,10 @@ from mcpmux.config.models import ApprovalRule, SecurityConfig
 from mcpmux.errors import OAuthError
 from mcpmux.gateway import introspection
 from mcpmux.gateway.introspection import IntrospectionSettings, Introspector, _problem
+from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
+from mcpmux.gateway.tokens import TokenStore
 from mcpmux.manager.models import ToolInfo
+from mcpmux.policy import StateStore
 from mcpmux.policy.callers import Caller, matching_caller
 from mcpmux.policy.rules import Rules
 from tests.auth.world import OAuthWorld, oauth_world
@@ -29,10 +34,12 @@ from tests.gateway.test_oauth_introspection import (
     DEADLINE_S,
     GATEWAY,
     GATEWAY_SECRET,
+    HOST,
     bearer,
     client_of,
     introspecting,
     token_of,
+    whoami,
 )
 from tests.peers.fixtures import free_port
 
@@ -225,3 +232,30 @@ async def test_a_pending_introspection_that_never_ends_does_not_hang_other_reque
     with anyio.fail_after(10):
         await introspector.introspect("t")
     assert introspector.claims("t") is None
+
+
+@pytest.mark.peers
+@pytest.mark.subprocess
+@pytest.mark.network
+async def test_the_gateways_own_tokens_are_never_sent_to_the_introspection_endpoint(
+    world: OAuthWorld, tmp_path: Path
+) -> None:
+    store = StateStore(tmp_path / "state.db")
+    try:
+        tokens = TokenStore(store)
+        ours = tokens.create("ci")
+        revoked = tokens.create("gone")
+        tokens.revoke("gone")
+        external = introspecting(world)
+        app = SecurityMiddleware(whoami, HttpSecurity(allowed_hosts=[HOST], tokens=tokens, external=external))
+        with anyio.fail_after(DEADLINE_S):
+            await external.load()
+            async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=f"http://{HOST}") as http:
+                admitted = await http.post("/mcp", headers=bearer(ours))
+                refused = await http.post("/mcp", headers=bearer(revoked))
+                forged = await http.post("/mcp", headers=bearer("mcpmux_" + "A" * 43))
+    finally:
+        store.close()
+    assert admitted.status_code == 200 and admitted.json()["caller"] == "ci"
+    assert refused.status_code == 401 and forged.status_code == 401
+    assert external.introspection is not None and external.introspection.calls == 0

@@ -33,7 +33,7 @@ import httpx2
 import jwt
 
 from mcpmux.gateway.introspection import Introspector
-from mcpmux.gateway.tokens import API_SCOPES, APPROVE_SCOPE, TokenInfo
+from mcpmux.gateway.tokens import API_SCOPES, APPROVE_SCOPE, TOKEN_PREFIX, TokenInfo
 
 __all__ = ["API_SCOPE_PREFIX", "PRM_PATH", "ExternalTokenInfo", "ExternalTokens", "OAuthResourceSettings", "claim_at"]
 
@@ -224,7 +224,8 @@ class ExternalTokens:
         """Fetch the keys again when ``token`` names one not held (rotation), at most once a minute;
         introspect a token that is not a JWT of a known key (when :attr:`introspection` is set)."""
         if self.introspection is not None and token and not _is_jwt(token):
-            await self.introspection.introspect(token)
+            if not token.startswith(TOKEN_PREFIX):  # the gateway's own tokens never leave it
+                await self.introspection.introspect(token)
             return
         kid = self._key_id(token) if token else None
         if kid is None or kid in self._keys or time.monotonic() - self._fetched_at < KEY_REFRESH_INTERVAL_S:

@@ -224,7 +224,10 @@ class SecurityMiddleware:
             if scope["path"] == PRM_PATH or scope["path"].startswith(PRM_PATH + "/"):
                 await _metadata_response(external)(scope, receive, send)
                 return
-            await external.refresh_for(_bearer(headers.get("authorization", "")))
+            token = _bearer(headers.get("authorization", ""))
+            tokens = self.security.tokens
+            if not (tokens is not None and token and tokens.check(token)):  # never sent out: one of ours
+                await external.refresh_for(token)
         refusal = self._refusal(scope, headers)
         if refusal is not None:
             await refusal(scope, receive, send)
