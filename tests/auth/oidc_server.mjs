@@ -3,13 +3,16 @@
 // (RFC 8707: JWT access tokens whose audience is the MCP server), refresh-token rotation with family
 // revocation on reuse, client credentials, and token revocation. Listens on 127.0.0.1 only.
 //
-// usage: PORT=... node oidc_server.mjs PROVIDER_DIR RESOURCE_URL[,RESOURCE_URL...] ACCESS_TTL_S
+// usage: PORT=... node oidc_server.mjs PROVIDER_DIR RESOURCE_URL[,RESOURCE_URL...] ACCESS_TTL_S [opaque]
+// With `opaque`, access tokens are opaque strings (checked by introspection, RFC 7662) instead of JWTs.
+// The clients robot and intern (client credentials) get groups in their tokens (`groups`, and nested in
+// `realm_access.roles`); the client gateway may only introspect.
 // GET /test/stats answers counters of the grants it served (for the tests' assertions).
 import http from 'node:http';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const [providerDir, resourceList, ttlText] = process.argv.slice(2);
+const [providerDir, resourceList, ttlText, format = 'jwt'] = process.argv.slice(2);
 const resources = resourceList.split(',');
 const resource = resources[0];
 const portText = process.env.PORT;
@@ -20,14 +23,19 @@ const issuer = `http://127.0.0.1:${port}`;
 const stats = { authorization_code: 0, refresh_token: 0, client_credentials: 0, reuse: 0, errors: 0, registrations: 0 };
 
 const provider = new Provider(issuer, {
-  clients: [{
-    client_id: 'robot',
-    client_secret: 'robot-secret-0123456789',
-    grant_types: ['client_credentials'],
+  clients: [['robot', 'robot-secret-0123456789'], ['intern', 'intern-secret-0123456789'],
+    ['gateway', 'gateway-secret-0123456789']].map(([id, secret]) => ({
+    client_id: id,
+    client_secret: secret,
+    grant_types: id === 'gateway' ? [] : ['client_credentials'],
     redirect_uris: [],
     response_types: [],
     token_endpoint_auth_method: 'client_secret_basic',
-  }],
+  })),
+  extraTokenClaims: async (_ctx, token) => {
+    const groups = { robot: ['admins', 'ops'], intern: ['interns'] }[token.clientId];
+    return groups && { groups, realm_access: { roles: groups.map((group) => `realm-${group}`) } };
+  },
   scopes: ['openid', 'offline_access', 'mcp:read', 'mcp:write', 'mcpmux:read', 'mcpmux:execute', 'mcpmux:admin'],
   features: {
     devInteractions: { enabled: true },
@@ -45,7 +53,7 @@ const provider = new Provider(issuer, {
           scope: 'mcp:read mcp:write mcpmux:read mcpmux:execute mcpmux:admin',
           audience: indicator,
           accessTokenTTL: ttl,
-          accessTokenFormat: 'jwt',
+          accessTokenFormat: format === 'opaque' ? 'opaque' : 'jwt',
           jwt: { sign: { alg: 'RS256' } },
         };
       },

@@ -58,10 +58,14 @@ class OAuthWorld:
 
 
 @contextlib.contextmanager
-def oauth_world(mode: str = "normal", access_ttl_s: int = 300, also_for: tuple[str, ...] = ()) -> Iterator[OAuthWorld]:
+def oauth_world(
+    mode: str = "normal", access_ttl_s: int = 300, also_for: tuple[str, ...] = (), *, opaque: bool = False
+) -> Iterator[OAuthWorld]:
     """Run the authorization server and the MCP resource server; yield where they are.
 
     ``also_for``: more resource URLs the authorization server issues tokens for (a gateway under test).
+    ``opaque``: access tokens are opaque (introspected) instead of JWTs (the resource server then
+    accepts none of them: for tests of the gateway as a resource server).
     """
     try:
         provider, node = _installed("oidc-provider/lib/index.js").parents[1], _installed("node/bin/node")
@@ -71,6 +75,7 @@ def oauth_world(mode: str = "normal", access_ttl_s: int = 300, also_for: tuple[s
     mcp_url = f"http://127.0.0.1:{rs_port}/mcp"
     resources = ",".join((mcp_url, *also_for))
     as_argv = [str(node), str(HERE / "oidc_server.mjs"), str(provider), resources, str(access_ttl_s)]
+    as_argv += ["opaque"] if opaque else []
     with run_listening(as_argv) as as_port:
         issuer = f"http://127.0.0.1:{as_port}"
         rs_argv = [sys.executable, str(HERE / "resource_server.py"), issuer, mode]

@@ -48,6 +48,7 @@ ISSUE_COMMANDS = {
     "save",
     "exit",
     "help",
+    "login",
 }
 
 

@@ -49,6 +49,24 @@ def test_show_secrets_reveals_them(project: Path) -> None:
     assert api["headers"] == {"Authorization": "Bearer x"} and SECRET in api["url"]
 
 
+def test_an_oauth_client_secret_is_shown_only_with_show_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mcpmux.yaml").write_text(
+        "mcp:\n  servers:\n    - name: m2m\n      type: http\n      url: https://h/mcp\n"
+        "      auth: {grant: client_credentials, client_id: robot, client_secret: cs-very-secret-1}\n",
+        encoding="utf-8",
+    )
+    _, shown, _ = invoke("config", "show", "--show-secrets", "--json")
+    _, masked, _ = invoke("config", "show", "--json")
+    assert json.loads(shown)["mcp"]["servers"][0]["auth"]["client_secret"] == "cs-very-secret-1"
+    auth = json.loads(masked)["mcp"]["servers"][0]["auth"]
+    assert auth == {"grant": "client_credentials", "client_id": "robot", "client_secret": "****"}
+    _, text, _ = invoke("config", "show")
+    assert "cs-very-secret-1" not in text
+
+
 @pytest.mark.parametrize("argv", [["--json", "config", "show"], ["config", "show", "--json"]])
 def test_json_is_accepted_before_or_after_the_command(project: Path, argv: list[str]) -> None:
     _, out, _ = invoke(*argv)

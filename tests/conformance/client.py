@@ -25,7 +25,13 @@ import anyio
 import httpx2
 import mcp_types as types
 
-from mcpmux.config.models import OAuthConfig, ProtocolChoice, Settings, StreamableHttpServerConfig
+from mcpmux.config.models import (
+    IdentityProviderConfig,
+    OAuthConfig,
+    ProtocolChoice,
+    Settings,
+    StreamableHttpServerConfig,
+)
 from mcpmux.connection import ClientCallbacks, Connection, raise_for_tool_error
 from mcpmux.errors import MCPMuxError
 
@@ -103,6 +109,9 @@ async def canned_sampling(server: str, params: types.CreateMessageRequestParams)
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
 
+ENTERPRISE_SCENARIOS = ("auth/enterprise-managed-authorization", "auth/cross-app-access-complete-flow")
+
+
 def oauth_config(scenario: str) -> OAuthConfig | None:
     """The ``auth`` block the scenario's server needs: credentials from ``MCP_CONFORMANCE_CONTEXT``."""
     if not scenario.startswith("auth/"):
@@ -125,6 +134,18 @@ def oauth_config(scenario: str) -> OAuthConfig | None:
         # assertion for another audience, an expired one).
         token_file.write_text(context[os.environ.get("MCPMUX_CONFORMANCE_ASSERTION", "valid_jwt")])
         return OAuthConfig(grant="jwt_bearer", client_id=client_id, assertion_file=str(token_file))
+    if scenario in ENTERPRISE_SCENARIOS:
+        # SEP-990: the person's ID token from the enterprise sign-in, exchanged at the IdP for an ID-JAG.
+        id_token_file = Path(os.environ["MCPMUX_DATA_DIR"]) / "idp-id-token.jwt"
+        id_token_file.write_text(context["idp_id_token"])
+        idp = IdentityProviderConfig(token_endpoint=context["idp_token_endpoint"], client_id=context["idp_client_id"])
+        return OAuthConfig(
+            grant="jwt_bearer",
+            client_id=client_id,
+            client_secret=secret,
+            assertion_file=str(id_token_file),
+            identity_provider=idp,
+        )
     return OAuthConfig(client_id=client_id, client_secret=secret, client_metadata_url=CIMD_URL)
 
 

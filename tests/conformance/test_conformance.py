@@ -108,3 +108,36 @@ def test_every_client_scenario_passes_except_the_listed_ones(tmp_path: Path, wir
     assert not new_failures, f"scenarios failing that are not in {suite.expected.name}: {new_failures}"
     assert not expected & passing, f"listed in {suite.expected.name} but passing now: {sorted(expected & passing)}"
     assert not expected - set(results), f"listed but not run by the suite: {sorted(expected - set(results))}"
+
+
+@pytest.mark.peers
+@pytest.mark.subprocess
+@pytest.mark.network
+@pytest.mark.timeout(SUITE_TIMEOUT_S)
+def test_a_result_without_result_type_is_taken_as_complete_and_the_client_exits_0(tmp_path: Path) -> None:
+    """SEP-2322: a client MUST assume ``resultType: complete`` when a 2026-07-28 result omits it. The
+    scenario's checks passed before, but the client then failed the call and exited 1."""
+    run = run_suite(tmp_path, "--scenario", "sep-2322-client-request-state", run=RUNS["0.2@2026-07-28"])
+    checks = scenario_checks(tmp_path).get("sep-2322-client-request-state", [])
+    assert passed(checks), _problems(checks)
+    assert run.returncode == 0 and "EXITED WITH ERROR" not in run.stdout, run.stdout[-2000:]
+
+
+@pytest.mark.peers
+@pytest.mark.subprocess
+@pytest.mark.network
+@pytest.mark.timeout(SUITE_TIMEOUT_S)
+@pytest.mark.parametrize(
+    ("wire", "scenario"),
+    [("0.1.16", "auth/cross-app-access-complete-flow"), ("0.2", "auth/enterprise-managed-authorization")],
+)
+def test_enterprise_managed_authorization_exchanges_the_id_token_for_an_id_jag(
+    tmp_path: Path, wire: str, scenario: str
+) -> None:
+    """SEP-990 against the suite's own IdP and authorization server: token exchange (RFC 8693) for an
+    ID-JAG, then the ID-JAG as a jwt-bearer grant with the client's credentials, then the call."""
+    run = run_suite(tmp_path, "--scenario", scenario, run=RUNS[wire])
+    checks = scenario_checks(tmp_path).get(scenario, [])
+    assert passed(checks), _problems(checks)
+    assert {"complete-flow-token-exchange", "complete-flow-jwt-bearer"} <= {c["id"] for c in checks}
+    assert run.returncode == 0, run.stdout[-2000:]

@@ -31,9 +31,10 @@ from mcpmux.api.models import (
 from mcpmux.api.problems import ApiProblem, install
 from mcpmux.api.runtime import ApiRuntime
 from mcpmux.errors import MCPMuxError, NotFound
-from mcpmux.gateway.oauth_resource import API_SCOPE_PREFIX
+from mcpmux.gateway.oauth_resource import API_SCOPE_PREFIX, ExternalTokenInfo
 from mcpmux.gateway.security import CALLER, Gatekeeper
 from mcpmux.gateway.tokens import TokenInfo
+from mcpmux.policy.callers import Caller as GroupedCaller
 from mcpmux.sources.models import ExecutionMode, Source, SourceSpec, SourceTool
 
 __all__ = ["API_PREFIX", "Caller", "create_app", "register_source"]
@@ -52,13 +53,16 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 class Caller:
     """Who calls: a token's name and scopes, or the local user (no token required)."""
 
-    def __init__(self, name: str | None, scopes: tuple[str, ...]) -> None:
-        self.name, self.scopes = name, scopes
+    def __init__(self, name: str | None, scopes: tuple[str, ...], groups: tuple[str, ...] = ()) -> None:
+        self.name, self.scopes, self.groups = name, scopes, groups
 
     @property
     def audit_name(self) -> str:
-        """How the audit log names the caller (``token:NAME``, or ``local``)."""
-        return f"token:{self.name}" if self.name else "local"
+        """How the audit log names the caller (``token:NAME``, or ``local``); an OAuth caller's groups
+        ride along (:class:`~mcpmux.policy.callers.Caller`), so policy rules can match them."""
+        if not self.name:
+            return "local"
+        return GroupedCaller(f"token:{self.name}", self.groups) if self.groups else f"token:{self.name}"
 
 
 def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifespan: Any = None) -> FastAPI:
@@ -84,7 +88,7 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
         # The security middleware checked the token (and took the header off): it left who it was.
         info = request.scope.get(CALLER)
         if isinstance(info, TokenInfo):
-            return Caller(info.name, info.api_scopes)
+            return Caller(info.name, info.api_scopes, info.groups if isinstance(info, ExternalTokenInfo) else ())
         if gate.tokens_required():
             raise ApiProblem(401, "Unauthorized", "a valid bearer token is required (mcpmux token create NAME)")
         return Caller(None, ("read", "execute", "admin"))

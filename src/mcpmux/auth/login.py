@@ -13,6 +13,7 @@ a step-up, and the record the broker then refreshes for every process of the mac
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ import warnings
 import webbrowser
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit, urlunsplit
 
 import anyio
 import httpx2
@@ -47,10 +48,19 @@ from mcpmux.auth.dpop import DPoPKey, DPoPTokenTransport, challenges_with_dpop
 from mcpmux.auth.loopback import LoopbackRedirect, parse_redirect
 from mcpmux.auth.netguard import GuardedTransport, UrlPolicy, policy_for
 from mcpmux.auth.vault import AuthRecord, Vault
-from mcpmux.config.models import OAuthConfig, SseServerConfig, StreamableHttpServerConfig
+from mcpmux.config.models import IdentityProviderConfig, OAuthConfig, SseServerConfig, StreamableHttpServerConfig
 from mcpmux.errors import OAuthError
 
-__all__ = ["LOGIN_TIMEOUT_S", "Browser", "Challenge", "Paste", "login", "open_browser", "read_assertion"]
+__all__ = [
+    "LOGIN_TIMEOUT_S",
+    "Browser",
+    "Challenge",
+    "Paste",
+    "exchange_for_id_jag",
+    "login",
+    "open_browser",
+    "read_assertion",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -306,12 +316,75 @@ async def _jwt_bearer(flow: _Flow, auth: OAuthConfig) -> AuthRecord:
 
     async def grant_form() -> dict[str, str]:
         assertion = await read_assertion(flow.server.name, flow.server.url, auth)
+        if auth.identity_provider is not None:
+            metadata = provider.context.oauth_metadata
+            issuer = str(metadata.issuer) if metadata is not None else flow.server.url
+            resource = provider.context.get_resource_url()
+            assertion = await exchange_for_id_jag(
+                flow, auth.identity_provider, assertion, issuer, resource, auth.scopes
+            )
         return {"grant_type": JWT_BEARER_GRANT_TYPE, "assertion": assertion}
 
     storage = _Storage(None, flow.keep_client)
     provider = GrantProvider(flow.server.url, storage, client, grant_form, scope=" ".join(auth.scopes) or None)
     await _probe(flow, provider)
     return _finish(flow, provider, storage, "jwt_bearer")
+
+
+TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+
+
+async def exchange_for_id_jag(
+    flow: _Flow, idp: IdentityProviderConfig, id_token: str, issuer: str, resource: str, scopes: tuple[str, ...]
+) -> str:
+    """SEP-990: exchange the IdP's ID token (RFC 8693) for an ID-JAG for ``issuer`` and ``resource``.
+
+    The IdP's endpoint is held to the server's URL rules (https, SSRF guard); a refusal ends the login.
+
+    Raises:
+        OAuthError: the exchange failed or was refused, or its answer is not an ID-JAG.
+    """
+    url = httpx2.URL(idp.token_endpoint)
+    form = {
+        "grant_type": TOKEN_EXCHANGE_GRANT,
+        "requested_token_type": ID_JAG_TYPE,
+        "audience": issuer,
+        "resource": resource,
+        "subject_token": id_token,
+        "subject_token_type": ID_TOKEN_TYPE,
+    }
+    if scopes:
+        form["scope"] = " ".join(scopes)
+    secret = idp.client_secret.get_secret_value() if idp.client_secret is not None else None
+    headers = {"Accept": "application/json"}
+    if secret is None:
+        form["client_id"] = idp.client_id
+    else:
+        # RFC 6749 section 2.3.1: client_secret_basic form-encodes both parts first.
+        pair = f"{quote(idp.client_id, safe='')}:{quote(secret, safe='')}".encode()
+        headers["Authorization"] = f"Basic {base64.b64encode(pair).decode()}"
+    transport = GuardedTransport(httpx2.AsyncHTTPTransport(verify=flow.server.verify_tls), flow.policy)
+    where = str(url.copy_with(query=None))
+    try:
+        async with httpx2.AsyncClient(transport=transport, timeout=30.0, follow_redirects=False) as http:
+            response = await http.post(url, data=form, headers=headers)
+        answer = response.json() if response.content else {}
+    except (httpx2.HTTPError, ValueError) as exc:
+        raise OAuthError(flow.server.name, where, f"the identity provider's token exchange failed: {exc!r}") from exc
+    if response.status_code != 200 or not isinstance(answer, dict):
+        error = answer.get("error", "") if isinstance(answer, dict) else ""
+        detail = answer.get("error_description", "") if isinstance(answer, dict) else ""
+        reason = f"the identity provider refused the token exchange (HTTP {response.status_code}) {error} {detail}"
+        raise OAuthError(flow.server.name, where, reason.strip(), hint="sign in to the identity provider again")
+    jag = answer.get("access_token")
+    if answer.get("issued_token_type") != ID_JAG_TYPE or not isinstance(jag, str) or jag.count(".") != 2:
+        reason = (
+            f"the identity provider's answer is not an ID-JAG (issued_token_type {answer.get('issued_token_type')!r})"
+        )
+        raise OAuthError(flow.server.name, where, reason)
+    return jag
 
 
 async def read_assertion(server: str, url: str, auth: OAuthConfig) -> str:
@@ -363,18 +436,29 @@ async def _first_redirect(
 
 
 class _WiderRegistration(httpx2.AsyncBaseTransport):
-    """Adds the step-up scopes to a dynamic registration (the SDK registers the scopes it was challenged for)."""
+    """Registers a client that later step-ups can use: without ``scope``, or with the step-up's union.
+
+    The SDK registers with the scope of the first challenge, and authorization servers such as
+    oidc-provider then bind the client to it: every step-up (``insufficient_scope``) was refused
+    (``invalid_scope``) and registered a new client, orphaning the old one. RFC 7591 lets a client
+    omit ``scope``: the first registration does, and the authorization request still asks only for
+    what is needed. Only a registration forced by a refusal anyway (a server that registers default
+    scopes when none is named) names the union it needs.
+    """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, wanted: str | None) -> None:
         self._inner, self._wanted = inner, wanted
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if self._wanted and request.method == "POST" and request.headers.get("content-type") == "application/json":
+        if request.method == "POST" and request.headers.get("content-type") == "application/json":
             body = json.loads(await request.aread())
             if isinstance(body, dict) and "redirect_uris" in body and "grant_types" in body:
-                scope = " ".join(dict.fromkeys([*str(body.get("scope") or "").split(), *self._wanted.split()]))
+                registration = {key: value for key, value in body.items() if key != "scope"}
+                if self._wanted:
+                    scopes = [*str(body.get("scope") or "").split(), *self._wanted.split()]
+                    registration["scope"] = " ".join(dict.fromkeys(scopes))
                 headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-                request = httpx2.Request("POST", request.url, headers=headers, json={**body, "scope": scope})
+                request = httpx2.Request("POST", request.url, headers=headers, json=registration)
         return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:

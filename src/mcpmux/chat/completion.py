@@ -23,6 +23,7 @@ class ChatCompleter(Completer):
             "prompt": lambda _: (p.name for p in guard.prompts()),
             "read": self._read_words,
             "approve": lambda _: guard.servers,
+            "login": lambda _: guard.servers,
             "mcp tools": lambda _: guard.servers,
             "mcp resources": lambda _: guard.servers,
             "mcp prompts": lambda _: guard.servers,

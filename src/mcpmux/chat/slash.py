@@ -33,6 +33,8 @@ class ChatState:
         converse: sends text (or, with ``None``, the conversation as it is) to the model; the
             REPL sets it.
         done: set by ``/exit``.
+        browser: shows an OAuth authorization URL to the person (``/login``); ``None``: the
+            desktop's browser.
     """
 
     session: AgentSession
@@ -42,6 +44,7 @@ class ChatState:
     llm: LLMConfig
     converse: Callable[[str | None], Awaitable[None]] | None = None
     done: bool = False
+    browser: Callable[[str], Awaitable[None]] | None = None
 
 
 Handler = Callable[[ChatState, str], Awaitable[None]]

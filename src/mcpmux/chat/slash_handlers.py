@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 from rich.markup import escape
 from rich.panel import Panel
@@ -15,6 +16,7 @@ from mcpmux.bridge.providers import make_provider
 from mcpmux.bridge.results import normalise_result
 from mcpmux.chat.render import preview, print_table
 from mcpmux.chat.slash import TABLE, ChatState, slash
+from mcpmux.config.models import SseServerConfig, StreamableHttpServerConfig
 
 __all__: list[str] = []
 
@@ -181,6 +183,37 @@ async def approve_cmd(state: ChatState, rest: str) -> None:
         return
     count = guard.approve(server, tool or None)
     state.console.print(f"approved {count} definition(s) of {escape(target)}")
+
+
+@slash("login", "server")
+async def login_cmd(state: ChatState, rest: str) -> None:
+    """Log in to an OAuth server (one in needs-auth) and reconnect it, without leaving the chat.
+
+    The authorization URL is printed and opened in the browser; the login is the one
+    ``mcpmux login`` runs, kept for every mcpmux process of the machine.
+    """
+    name = rest.strip()
+    if not name:
+        raise UsageError("usage: /login server (an http or sse server that asks for an OAuth login)")
+    from mcpmux.auth.login import login, open_browser
+    from mcpmux.auth.vault import open_vault
+
+    guard = state.session.guard
+    server = guard.manager.config.server(name)
+    if not isinstance(server, StreamableHttpServerConfig | SseServerConfig):
+        raise UsageError(f"server {name!r} is of type {server.type!r}: OAuth logins are for http and sse servers")
+
+    async def show(url: str) -> None:
+        state.console.print(f"To log in to {escape(name)}, open:\n{escape(url)}", soft_wrap=True)
+        await (state.browser or open_browser)(url)
+
+    record = await login(server, await anyio.to_thread.run_sync(open_vault), browser=show)
+    # The broker hands the new token to the next request: connect a server in needs-auth, re-list a
+    # live one (a restart would also drop a connection that was never interrupted).
+    await guard.refresh(name, caller="chat")
+    status = next(s for s in guard.status() if s.name == name)
+    scopes = (record.tokens.scope if record.tokens is not None else None) or "no scopes named"
+    state.console.print(f"logged in to {escape(name)} ({escape(scopes)}): {status.state.value}, {status.tools} tools")
 
 
 @slash("model", "[name]")

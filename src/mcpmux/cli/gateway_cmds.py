@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,10 @@ from mcpmux.errors import ConfigError, ConfigProblem, NotFound, closest
 from mcpmux.sources.merge import with_registered
 
 if TYPE_CHECKING:
+    from mcpmux.gateway.introspection import Introspector
     from mcpmux.gateway.oauth_resource import ExternalTokens
+
+CLIENT_SECRET_ENV = "MCPMUX_OAUTH_CLIENT_SECRET"
 
 
 def _separator(value: str) -> str:
@@ -58,6 +62,34 @@ def _address(option: str, value: str) -> tuple[str, int]:
 )
 @click.option("--oauth-issuer", metavar="URL", help="Also accept JWT access tokens of this authorization server.")
 @click.option("--oauth-resource", metavar="URL", help="With --oauth-issuer: this gateway's URL (the token audience).")
+@click.option(
+    "--oauth-client-id",
+    metavar="ID",
+    help="Introspect opaque tokens (RFC 7662) as this client; its secret from $MCPMUX_OAUTH_CLIENT_SECRET.",
+)
+@click.option(
+    "--oauth-introspection", metavar="URL", help="The introspection endpoint (default: the issuer's metadata says it)."
+)
+@click.option(
+    "--oauth-introspection-ttl",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long an introspection answer is trusted (a revoked token: refused after).",
+)
+@click.option(
+    "--oauth-groups-claim",
+    default="groups",
+    show_default=True,
+    metavar="CLAIM",
+    help="The claim listing the caller's groups (a dotted path for a nested one: realm_access.roles).",
+)
+@click.option(
+    "--oauth-allow-private",
+    is_flag=True,
+    help="Allow an introspection endpoint on a private address other than the issuer's host.",
+)
 @click.option("--agent", "agents", multiple=True, metavar="NAME",
               help="Serve only this configured agent, as the tool ask_NAME (repeatable; no REST API).")  # fmt: skip
 @click.option("--toolset", metavar="NAME", help="Serve only this toolset of the config (`toolsets:`) on every face.")
@@ -88,6 +120,11 @@ def serve_cmd(
     header_timeout: float,
     oauth_issuer: str | None = None,
     oauth_resource: str | None = None,
+    oauth_client_id: str | None = None,
+    oauth_introspection: str | None = None,
+    oauth_introspection_ttl: float = 30.0,
+    oauth_groups_claim: str = "groups",
+    oauth_allow_private: bool = False,
     no_ui: bool = False,
     agents: tuple[str, ...] = (),
     toolset: str | None = None,
@@ -138,7 +175,15 @@ def serve_cmd(
         config.agent(name)  # an unknown agent is a usage error before anything starts
     store = StateStore.configured(config, db_url)
     tokens = TokenStore(store)
-    external = _external_tokens(oauth_issuer, oauth_resource)
+    external = _external_tokens(oauth_issuer, oauth_resource, oauth_groups_claim)
+    if external is not None:
+        external.introspection = _introspection(
+            external, oauth_client_id, oauth_introspection, oauth_introspection_ttl, oauth_allow_private
+        )
+        if external.introspection is not None:
+            redact_logs(config.secret_values | {external.introspection.settings.client_secret})
+    elif oauth_client_id or oauth_introspection:
+        raise click.UsageError("--oauth-client-id and --oauth-introspection need --oauth-issuer and --oauth-resource")
 
     def rules(option: str, host: str) -> HttpSecurity:
         return http_security(
@@ -230,14 +275,31 @@ def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
     return factory
 
 
-def _external_tokens(issuer: str | None, resource: str | None) -> ExternalTokens | None:
+def _external_tokens(issuer: str | None, resource: str | None, groups_claim: str) -> ExternalTokens | None:
     from mcpmux.gateway.oauth_resource import ExternalTokens, OAuthResourceSettings
 
     if issuer is None and resource is None:
         return None
     if issuer is None or resource is None:
         raise click.UsageError("--oauth-issuer and --oauth-resource go together")
-    return ExternalTokens(OAuthResourceSettings(issuer=issuer, resource=resource))
+    return ExternalTokens(OAuthResourceSettings(issuer=issuer, resource=resource, groups_claim=groups_claim))
+
+
+def _introspection(
+    external: ExternalTokens, client_id: str | None, endpoint: str | None, ttl_s: float, allow_private: bool
+) -> Introspector | None:
+    """The introspector of ``--oauth-client-id`` (its secret from the environment, never the command line)."""
+    from mcpmux.gateway.introspection import IntrospectionSettings, Introspector
+
+    if client_id is None:
+        if endpoint is not None:
+            raise click.UsageError("--oauth-introspection needs --oauth-client-id (the client allowed to introspect)")
+        return None
+    secret = os.environ.get(CLIENT_SECRET_ENV, "")
+    if not secret:
+        raise click.UsageError(f"--oauth-client-id needs its secret in ${CLIENT_SECRET_ENV}")
+    settings = IntrospectionSettings(client_id, secret, endpoint=endpoint, ttl_s=ttl_s, allow_private=allow_private)
+    return Introspector(settings, issuer=external.settings.issuer, resource=external.settings.resource)
 
 
 def _tcp(value: str | None, without_tokens: bool) -> tuple[str, int] | None:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from mcpmux.config.effective import effective_policy
 from mcpmux.config.models import Config
@@ -91,6 +91,7 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> JSONObject:
     for server in config.servers:
         data = server.model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude_none=True)
         data = {"name": server.name, "type": server.type, **data}
+        _secret_fields(server, data, show_secrets)
         for key in ("env", "headers"):
             mapping: dict[str, SecretStr] | None = getattr(server, key, None)
             if mapping:
@@ -113,6 +114,17 @@ def config_to_dict(config: Config, *, show_secrets: bool = False) -> JSONObject:
         llm["api_key"] = config.llm.api_key.get_secret_value() if show_secrets else MASK
     out["llm"] = llm
     return out
+
+
+def _secret_fields(model: BaseModel, data: dict[str, Any], show_secrets: bool) -> None:
+    """Put every secret field of ``model`` and its nested models (an ``auth:`` block's ``client_secret``,
+    ``private_key``, ...) into ``data``: its value with ``show_secrets``, else ``****``."""
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, SecretStr) and name in data:
+            data[name] = value.get_secret_value() if show_secrets else MASK
+        elif isinstance(value, BaseModel) and isinstance(data.get(name), dict):
+            _secret_fields(value, data[name], show_secrets)
 
 
 def mask_secrets(value: Any, secrets: Iterable[str]) -> Any:

@@ -45,6 +45,7 @@ __all__ = [
     "DeclaredResource",
     "DiscoveryConfig",
     "GatewayApprovers",
+    "IdentityProviderConfig",
     "LLMConfig",
     "NetworkServerConfig",
     "OAuthConfig",
@@ -104,11 +105,17 @@ class ApprovalRule(_Frozen):
     arguments match every glob in ``arguments`` (compared with the value as text), get ``action``.
 
     Example: ``{tools: "fs:write_*", arguments: {path: "/tmp/*"}, action: allow}``.
+
+    ``callers`` (globs) limits the rule to some callers: ``group:NAME`` for a member of group NAME
+    (groups come from a gateway caller's verified OAuth token), any other pattern the caller's
+    identity (``token:oauth:alice``, ``agent:*``); empty: every caller
+    (see :mod:`mcpmux.policy.callers`).
     """
 
     tools: str
     arguments: dict[str, str] = Field(default_factory=dict)
     action: Literal["allow", "ask", "deny"]
+    callers: tuple[str, ...] = ()
 
 
 class ServerSecurity(_Frozen):
@@ -335,6 +342,20 @@ class NetworkServerConfig(_ServerBase):
         return url
 
 
+class IdentityProviderConfig(_Frozen):
+    """SEP-990 (enterprise-managed authorization): the enterprise IdP that turns the person's ID token
+    into an Identity Assertion JWT Authorization Grant (ID-JAG) by token exchange (RFC 8693).
+
+    With it, ``grant: jwt_bearer``'s ``assertion_file`` or ``assertion_env`` holds the IdP's ID token
+    (from the enterprise sign-in); for every token request mcpmux exchanges it at ``token_endpoint``
+    for an ID-JAG naming the MCP server's authorization server and resource, and presents that.
+    """
+
+    token_endpoint: str
+    client_id: str
+    client_secret: SecretStr | None = None
+
+
 class OAuthConfig(_Frozen):
     """How mcpmux obtains OAuth 2.1 tokens for one HTTP server (its ``auth:`` block; see ``mcpmux.auth``).
 
@@ -345,7 +366,9 @@ class OAuthConfig(_Frozen):
     federation) presents a workload's JWT, read fresh for every token request from ``assertion_file``
     (e.g. a Kubernetes projected token) or the environment variable ``assertion_env``, as the grant.
     ``dpop`` binds the tokens to a key of mcpmux's (RFC 9449): unset, whenever the authorization
-    server offers DPoP (ES256); ``true`` always, ``false`` never.
+    server offers DPoP (ES256); ``true`` always, ``false`` never. ``identity_provider`` (with
+    ``jwt_bearer``) makes the assertion an ID-JAG of the enterprise IdP (SEP-990,
+    :class:`IdentityProviderConfig`).
     """
 
     grant: Literal["authorization_code", "client_credentials", "jwt_bearer"] = "authorization_code"
@@ -361,6 +384,7 @@ class OAuthConfig(_Frozen):
     assertion_file: str | None = None
     assertion_env: str | None = None
     dpop: bool | None = None
+    identity_provider: IdentityProviderConfig | None = None
 
     _one_scope = field_validator("scopes", mode="before")(_one_item_list)
 
@@ -372,6 +396,8 @@ class OAuthConfig(_Frozen):
             raise ValueError("grant 'client_credentials' needs client_id and client_secret (or private_key)")
         if self.grant == "jwt_bearer" and (self.assertion_file is None) == (self.assertion_env is None):
             raise ValueError("grant 'jwt_bearer' needs one of assertion_file or assertion_env (the workload's JWT)")
+        if self.identity_provider is not None and self.grant != "jwt_bearer":
+            raise ValueError("identity_provider (SEP-990) goes with grant 'jwt_bearer' (its ID token as the assertion)")
         return self
 
 

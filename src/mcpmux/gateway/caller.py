@@ -1,6 +1,8 @@
 """Who is calling: the identity the audit log records, and who may answer approval questions.
 
 With tokens the caller is ``token:NAME``: over HTTP the auth middleware sets the request's user,
+(an external OAuth token's caller also carries the groups its claims name: a
+:class:`~mcpmux.policy.callers.Caller`, ``token:oauth:SUB (groups: ...)``),
 over WebSocket the handshake attaches a :class:`TokenCaller` to every message. Otherwise it is the
 ``clientInfo`` the client gave (``name/version``), or ``None``. ``clientInfo`` is whatever the client
 says, so it names a caller in the audit log but never proves one: only a token, or the stdio
@@ -22,7 +24,10 @@ from starlette.authentication import BaseUser
 from starlette.requests import Request
 
 from mcpmux.config.models import GatewayApprovers
+from mcpmux.gateway.oauth_resource import ExternalTokenInfo
+from mcpmux.gateway.security import CALLER
 from mcpmux.gateway.tokens import APPROVE_SCOPE
+from mcpmux.policy.callers import Caller
 
 __all__ = ["LocalCaller", "TokenCaller", "approver_of", "caller_of", "stdio_channel"]
 
@@ -59,7 +64,8 @@ def caller_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """The identity of the client behind ``ctx``."""
     token = _token(ctx)
     if token is not None:
-        return f"token:{token[0]}"
+        groups = _groups(ctx)
+        return Caller(f"token:{token[0]}", groups) if groups else f"token:{token[0]}"
     params = ctx.session.client_params
     info = None if params is None else params.client_info
     name = None if info is None else f"{info.name}/{info.version}" if info.version else info.name
@@ -96,3 +102,10 @@ def _token(ctx: ServerRequestContext[Any, Any]) -> tuple[str, tuple[str, ...]] |
             scopes = tuple(user.scopes) if isinstance(user, AuthenticatedUser) else ()
             return user.display_name, scopes
     return None
+
+
+def _groups(ctx: ServerRequestContext[Any, Any]) -> tuple[str, ...]:
+    """The groups of the external access token behind ``ctx`` (verified by the auth middleware)."""
+    request = ctx.request
+    info = request.scope.get(CALLER) if isinstance(request, Request) else None
+    return info.groups if isinstance(info, ExternalTokenInfo) else ()

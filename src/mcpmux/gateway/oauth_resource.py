@@ -8,6 +8,13 @@ MCP clients discover where to log in, and maps claims to the caller identity of 
 ``sub`` names the caller (``oauth:<sub>``), the ``scope`` (or ``scp``) claim gives the scopes:
 ``mcpmux:approve`` among them lets the caller approve, and ``mcpmux:read``, ``mcpmux:execute`` and
 ``mcpmux:admin`` are its scopes on the REST API (a token with none of them may not use ``/api``).
+The groups claim (:attr:`OAuthResourceSettings.groups_claim`: ``groups`` by default, any claim name,
+a dotted path such as ``realm_access.roles`` for a nested one) gives the caller's groups, which
+policy rules can match (``approval_rules: [{tools: ..., callers: [group:NAME], action: ...}]``) and
+the audit log records (:class:`~mcpmux.policy.callers.Caller`).
+
+Opaque tokens (not JWTs) are introspected (RFC 7662, :mod:`mcpmux.gateway.introspection`) when
+:attr:`ExternalTokens.introspection` is set; the same claims mapping applies to the answer.
 
 Keys are fetched when the gateway starts (:meth:`ExternalTokens.load`) and again, at most once a
 minute, when a token names an unknown key (rotation, :meth:`ExternalTokens.refresh_for`); verifying
@@ -25,9 +32,10 @@ from typing import Any
 import httpx2
 import jwt
 
-from mcpmux.gateway.tokens import API_SCOPES, APPROVE_SCOPE, TokenInfo
+from mcpmux.gateway.introspection import Introspector
+from mcpmux.gateway.tokens import API_SCOPES, APPROVE_SCOPE, TOKEN_PREFIX, TokenInfo
 
-__all__ = ["API_SCOPE_PREFIX", "PRM_PATH", "ExternalTokens", "OAuthResourceSettings"]
+__all__ = ["API_SCOPE_PREFIX", "PRM_PATH", "ExternalTokenInfo", "ExternalTokens", "OAuthResourceSettings", "claim_at"]
 
 API_SCOPE_PREFIX = "mcpmux:"
 """An access token's REST API scopes are its ``mcpmux:read``, ``mcpmux:execute`` and ``mcpmux:admin``."""
@@ -50,12 +58,56 @@ class OAuthResourceSettings:
         resource: the gateway's resource URL (``https://host/mcp``): the audience tokens must name.
         jwks_uri: where the issuer's keys are; discovered from its metadata when ``None``.
         scopes: the scopes advertised in the protected resource metadata.
+        groups_claim: the claim that lists the caller's groups (a dotted path for a nested claim,
+            ``realm_access.roles``); a string value is split on spaces and commas.
     """
 
     issuer: str
     resource: str
     jwks_uri: str | None = None
     scopes: tuple[str, ...] = ()
+    groups_claim: str = "groups"
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalTokenInfo(TokenInfo):
+    """The caller of an external access token: a :class:`TokenInfo` with the groups its claims name."""
+
+    groups: tuple[str, ...] = ()
+
+
+def claim_at(claims: dict[str, Any], path: str) -> Any:
+    """The value at ``path`` in ``claims``: a claim name, or a dotted path into nested objects.
+
+    A claim whose name itself contains dots (``https://example.com/groups``) is found as is first.
+    """
+    if path in claims:
+        return claims[path]
+    value: Any = claims
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _is_jwt(token: str) -> bool:
+    """Whether ``token`` is shaped as a JWT: judged by its signature alone, never introspected."""
+    try:
+        jwt.get_unverified_header(token)
+    except jwt.PyJWTError:
+        return False
+    return True
+
+
+def _groups(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items: list[Any] = value.replace(",", " ").split()
+    elif isinstance(value, list):
+        items = value
+    else:
+        return ()
+    return tuple(sorted({item for item in items if isinstance(item, str) and item}))
 
 
 @dataclass
@@ -66,13 +118,35 @@ class ExternalTokens:
     _keys: dict[str, jwt.PyJWK] = field(default_factory=dict)
     _fetched_at: float = 0.0
     _jwks_uri: str | None = None
+    introspection: Introspector | None = None
+    """Introspects tokens that are not JWTs of the issuer (RFC 7662); ``None``: JWTs only."""
+    _metadata: dict[str, Any] | None = None
 
     async def load(self) -> None:
         """Fetch the issuer's keys (discovering ``jwks_uri`` from its metadata when not configured).
 
+        With :attr:`introspection`, also settle its endpoint; keys that cannot be fetched are then
+        only a warning (an authorization server of opaque tokens may publish none).
+
         Raises:
             httpx2.HTTPError, ValueError: the metadata or the key set could not be fetched or read.
+            OAuthError: the introspection endpoint is unknown or breaks the URL rules.
         """
+        if self.introspection is None:
+            await self._load_keys()
+            return
+        try:
+            await self._load_keys()
+        except (httpx2.HTTPError, ValueError, KeyError) as exc:
+            logger.warning(
+                "gateway: no keys of %s (%s): only introspected tokens are accepted", self.settings.issuer, exc
+            )
+        if self.introspection.settings.endpoint is None and self._metadata is None:
+            async with httpx2.AsyncClient(timeout=FETCH_TIMEOUT_S) as http:
+                await self._discover(http)
+        await self.introspection.start(self._metadata)
+
+    async def _load_keys(self) -> None:
         async with httpx2.AsyncClient(timeout=FETCH_TIMEOUT_S) as http:
             uri = self._jwks_uri or self.settings.jwks_uri or await self._discover(http)
             self._jwks_uri = uri
@@ -90,21 +164,33 @@ class ExternalTokens:
                 metadata = response.json()
                 if metadata.get("issuer") != self.settings.issuer:
                     raise ValueError(f"metadata at {base + suffix} names issuer {metadata.get('issuer')!r}")
+                self._metadata = metadata
                 return str(metadata["jwks_uri"])
         raise ValueError(f"no authorization server metadata found for {self.settings.issuer}")
 
     def identify(self, token: str) -> TokenInfo | None:
-        """The caller of ``token`` if it is a valid access token for this gateway, else ``None``."""
+        """The caller of ``token`` if it is a valid access token for this gateway, else ``None``.
+
+        A JWT is checked here; any other token by the answer :meth:`refresh_for` cached.
+        """
         claims = self.claims(token)
+        if claims is None and self.introspection is not None and not _is_jwt(token):
+            claims = self.introspection.claims(token)
         if claims is None:
             return None
         scopes = str(claims.get("scope") or " ".join(claims.get("scp") or [])).split()
-        return TokenInfo(
-            name=f"oauth:{claims['sub']}",
+        subject = claims.get("sub") or claims.get("client_id")
+        return ExternalTokenInfo(
+            name=f"oauth:{subject}",
             created_at=float(claims.get("iat", 0)),
             can_approve=APPROVE_SCOPE in scopes,
             api_scopes=tuple(scope for scope in API_SCOPES if f"{API_SCOPE_PREFIX}{scope}" in scopes),
+            groups=_groups(claim_at(claims, self.settings.groups_claim)),
         )
+
+    def unavailable(self, token: str) -> bool:
+        """Whether ``token`` was refused only because the introspection endpoint failed just now."""
+        return self.introspection is not None and bool(token) and self.introspection.unavailable(token)
 
     def claims(self, token: str) -> dict[str, Any] | None:
         """The verified claims of ``token``, or ``None`` (bad signature, issuer, audience, expiry, no ``sub``)."""
@@ -135,7 +221,12 @@ class ExternalTokens:
         return None if kid is None else str(kid)
 
     async def refresh_for(self, token: str) -> None:
-        """Fetch the keys again when ``token`` names one not held (rotation), at most once a minute."""
+        """Fetch the keys again when ``token`` names one not held (rotation), at most once a minute;
+        introspect a token that is not a JWT of a known key (when :attr:`introspection` is set)."""
+        if self.introspection is not None and token and not _is_jwt(token):
+            if not token.startswith(TOKEN_PREFIX):  # the gateway's own tokens never leave it
+                await self.introspection.introspect(token)
+            return
         kid = self._key_id(token) if token else None
         if kid is None or kid in self._keys or time.monotonic() - self._fetched_at < KEY_REFRESH_INTERVAL_S:
             return

@@ -227,7 +227,10 @@ class SecurityMiddleware:
             if scope["path"] == PRM_PATH or scope["path"].startswith(PRM_PATH + "/"):
                 await _metadata_response(external)(scope, receive, send)
                 return
-            await external.refresh_for(_bearer(headers.get("authorization", "")))
+            token = _bearer(headers.get("authorization", ""))
+            tokens = self.security.tokens
+            if not (tokens is not None and token and tokens.check(token)):  # never sent out: one of ours
+                await external.refresh_for(token)
         refusal = self._refusal(scope, headers)
         if refusal is not None:
             await refusal(scope, receive, send)
@@ -267,11 +270,16 @@ class SecurityMiddleware:
         return any(path == prefix or path.startswith(prefix + "/") for prefix in self.security.own_auth_prefixes)
 
     def _authenticate(self, scope: Scope, headers: Headers) -> Response | None:
-        info = self.gate.identify(_bearer(headers.get("authorization", "")))
+        token = _bearer(headers.get("authorization", ""))
+        info = self.gate.identify(token)
         if info is None:
             if scope["path"] in PUBLIC_PATHS:
                 scope[ANONYMOUS] = True
                 return None
+            external = self.security.external
+            if external is not None and external.unavailable(token):  # fail closed, but say it is not the token
+                reason = "The authorization server could not be reached to check the token: retry later"
+                return self._refused(scope, Refusal(503, reason), {"Retry-After": "2"})
             return self._refused(scope, Refusal(401, "A valid bearer token is required"), self._challenge(headers))
         if info.toolsets and not _toolset_path(scope["path"], info.toolsets):
             paths = ", ".join(f"/mcp/{name}" for name in info.toolsets)

@@ -459,7 +459,7 @@ class Guard:
         *,
         check_arguments: bool = False,
     ) -> Decision:
-        decision = self.rules.call(tool, args)
+        decision = self.rules.call(tool, args, caller)
         if decision.action != "deny" and self.scope is not None and not self.scope.admits(tool):
             decision = Decision("deny", self.scope.rule)
         if decision.action == "deny":

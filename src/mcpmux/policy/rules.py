@@ -3,7 +3,8 @@
 Patterns are globs over canonical names (``filesystem:read_*``); in a server's own ``security:``
 block they may also name the server's bare tool names (``read_*``). Deny wins over allow.
 A call is decided in this order: deny lists, then the first matching ``approval_rules`` entry
-(argument-aware), then ``require_approval`` (``true``, ``false`` or patterns), then the tool's
+(argument-aware; caller-aware with ``callers``, see :mod:`mcpmux.policy.callers`), then
+``require_approval`` (``true``, ``false`` or patterns), then the tool's
 ``destructiveHint`` (asks unless ``require_approval: false`` was set explicitly), else allow.
 """
 
@@ -17,6 +18,7 @@ from typing import Any, Literal
 
 from mcpmux.config.models import ApprovalRule, SecurityConfig, ServerConfig, ServerSecurity
 from mcpmux.manager.models import ToolInfo
+from mcpmux.policy.callers import matching_caller
 
 __all__ = ["Action", "Decision", "Rules"]
 
@@ -50,16 +52,18 @@ class Rules:
                 return Decision("deny", f"{_block(where)}.allowed_tools (no pattern matches)")
         return Decision("allow", "allowed")
 
-    def call(self, tool: ToolInfo, arguments: Mapping[str, Any]) -> Decision:
-        """Allow, ask or deny one call of ``tool`` with ``arguments``."""
+    def call(self, tool: ToolInfo, arguments: Mapping[str, Any], caller: str | None = None) -> Decision:
+        """Allow, ask or deny one call of ``tool`` with ``arguments`` by ``caller``."""
         listed = self.listing(tool)
         if listed.action == "deny":
             return listed
         local = self._servers.get(tool.server, ServerSecurity())
         for where, rules in ((tool.server, local.approval_rules), ("security", self._global.approval_rules)):
             for index, rule in enumerate(rules):
-                if _rule_matches(rule, tool, arguments, local=where != "security"):
-                    return Decision(rule.action, f"{_block(where)}.approval_rules[{index}]")
+                who = matching_caller(caller, rule.callers) if rule.callers else ""
+                if who is not None and _rule_matches(rule, tool, arguments, local=where != "security"):
+                    named = f" (caller {who!r})" if who else ""
+                    return Decision(rule.action, f"{_block(where)}.approval_rules[{index}]{named}")
         return self._require_approval(tool, local)
 
     def _require_approval(self, tool: ToolInfo, local: ServerSecurity) -> Decision:
