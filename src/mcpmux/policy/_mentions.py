@@ -35,6 +35,11 @@ MARKS = ":_-."
 # ``(?<![\w:.-])...(?![\w-])`` around an alternation of names).
 _END = re.compile(r"[^\w-]")
 _MARK = re.compile(r"[:_.-]")
+# Every first segment the search below looks up, in one pass in C: at each place a mention may start
+# (0, or after a segment end other than ":" or "."), the segment end there if any, then the run of
+# word characters and "-" up to the next one. Most texts mention no name: their heads are disjoint
+# from the matcher's, and the search ends there.
+_HEADS = re.compile(r"(?:^|(?<=[^\w:.-]))(?=([^\w-]?[\w-]*))")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +89,7 @@ class MentionMatcher:
     def search(self, text: str, accept: Callable[[str], bool] | None = None) -> Mention | None:
         """The leftmost, then longest, mention in ``text`` of a name that ``accept`` (if given) takes."""
         heads = self._heads
-        if not heads or not might_mention(text):
+        if not heads or not might_mention(text) or heads.keys().isdisjoint(_HEADS.findall(text)):
             return None
         size = len(text)
         ends = [match.start() for match in _END.finditer(text)]

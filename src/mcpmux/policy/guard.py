@@ -42,7 +42,7 @@ from mcpmux.manager.events import Event
 from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
 from mcpmux.policy.audit import AuditLog, argument_digest
 from mcpmux.policy.cache import ResultCache
-from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
+from mcpmux.policy.pins import PinBook, PinLookup, PinVerdict, definition_hash, server_identity
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import Finding, scan_tool, suspect
 from mcpmux.policy.scope import ToolScope, agent_scope
@@ -63,7 +63,6 @@ Suspicion = Callable[[ToolInfo, Sequence[ToolInfo]], str | None]
 
 _R = TypeVar("_R")
 
-HASH_CACHE_LIMIT = 8192
 READ_RESOURCE, GET_PROMPT = "read_resource", "get_prompt"
 # Requests about a server rather than one of its tools: ruled by the server's allow/deny rules
 # (a server every one of whose tools is denied is denied), never asked about, always audited.
@@ -130,7 +129,6 @@ class Guard:
         self.audit = AuditLog(self.store, config.secret_values)
         self._suspicion = suspicion
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
-        self._hashes: dict[int, tuple[ToolInfo, str]] = {}
         self._in_flight: dict[str, list[_InFlight]] = {}
         self._check_arguments = ArgumentCheck()
         self.cache = ResultCache()
@@ -159,12 +157,19 @@ class Guard:
         tools = self.manager.tools(server)
         if self.toolset is not None:
             tools = [t for t in tools if self.toolset.has_tool(t)]
-        return [self._exposure(tool, snapshot) for tool in tools]
+        lookup = self.pins.lookup()  # the pins of the listing: one query per server asked about, not per tool
+        return [self._exposure(tool, snapshot, lookup) for tool in tools]
 
-    def _exposure(self, tool: ToolInfo, everyone: Callable[[], Sequence[ToolInfo]] | None = None) -> Exposure:
+    def _exposure(
+        self,
+        tool: ToolInfo,
+        everyone: Callable[[], Sequence[ToolInfo]] | None = None,
+        lookup: PinLookup | None = None,
+    ) -> Exposure:
         if self.scope is not None and not self.scope.admits(tool):
             return Exposure(tool, False, "denied", self.scope.rule)
-        key = (tool.server, tool.tool, self._hash(tool))
+        digest = self._hash(tool)
+        key = (tool.server, tool.tool, digest)
         cached = self._exposures.get(key)
         if cached is not None:
             return cached
@@ -177,7 +182,9 @@ class Guard:
             scan = None if scanner is None else lambda t: scanner(t, others())
             suspicion = None if scan is None else lambda: scan(tool)
             server_tools = partial(self.manager.tools, tool.server)
-            verdict = self.pins.check(tool, suspicion=suspicion, listing=server_tools, scan=scan)
+            verdict = self.pins.check(
+                tool, suspicion=suspicion, listing=server_tools, scan=scan, digest=digest, lookup=lookup
+            )
             exposure = Exposure(
                 tool, verdict.exposed, "ok" if verdict.exposed else "quarantined", verdict.reason, verdict
             )
@@ -185,14 +192,7 @@ class Guard:
         return exposure
 
     def _hash(self, tool: ToolInfo) -> str:
-        # The index hands out the same ToolInfo until a server re-lists: hash each object once.
-        cached = self._hashes.get(id(tool))
-        if cached is None or cached[0] is not tool:
-            if len(self._hashes) > HASH_CACHE_LIMIT:  # re-listed servers leave old objects behind
-                self._hashes.clear()
-            cached = (tool, definition_hash(tool))
-            self._hashes[id(tool)] = cached
-        return cached[1]
+        return definition_hash(tool)  # computed once per ToolInfo object (the index reuses them)
 
     def high_findings(self, server: str, tool: str | None = None) -> list[Finding]:
         """The scanner's high findings in the held-back definitions that :meth:`approve` would approve."""

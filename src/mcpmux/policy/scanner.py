@@ -19,7 +19,7 @@ import binascii
 import dataclasses
 import functools
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Set
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -88,7 +88,7 @@ def scan_tool(
 def _scan(definition: dict[str, Any], server: str, others: MentionSearch | None) -> list[Finding]:
     name = str(definition.get("name", ""))
     found: dict[tuple[str, str], Finding] = {}
-    for location, text in _strings(definition):
+    for location, text in _strings(definition, quiet=_QUIET):
         for hit in _check(text, others):
             finding = Finding(server, name, hit.severity, hit.rule, hit.message, location, hit.excerpt)
             key = (hit.rule, location)
@@ -167,8 +167,20 @@ def _mentions_of(everyone: Sequence[ToolInfo]) -> _IndexMentions:
     return mentions
 
 
+# Short strings known to have no hits whatever the other tools are (keys, "object", "string", plain
+# descriptions): a definition's walk skips them without a call. Bounded: emptied when full.
+_QUIET: set[str] = set()
+
+
 def _check(text: str, others: MentionSearch | None) -> Iterable[rules.Hit]:
-    scanned = _scan_text(text) if len(text) <= CACHED_TEXT_CHARS else _TextScan.of(text)
+    if len(text) > CACHED_TEXT_CHARS:
+        scanned = _TextScan.of(text)
+    else:
+        scanned = _scan_text(text)
+        if scanned.settled == ():
+            if len(_QUIET) >= CACHED_TEXTS:
+                _QUIET.clear()
+            _QUIET.add(text)
     if scanned.settled is not None:
         return scanned.settled
     return _hits(text, scanned, others)
@@ -242,26 +254,31 @@ def _as_json(tool: ToolInfo | types.Tool | dict[str, Any]) -> dict[str, Any]:
     return dumped
 
 
-def _strings(value: Any, location: str = "") -> list[tuple[str, str]]:
-    """Every string of a JSON value with its location; keys of objects too (``path#key``)."""
+def _strings(value: Any, location: str = "", *, quiet: Set[str] = frozenset()) -> list[tuple[str, str]]:
+    """Every string of a JSON value with its location; keys of objects too (``path#key``).
+
+    Strings in ``quiet`` are left out.
+    """
     found: list[tuple[str, str]] = []
-    _collect(value, location, found)
+    _collect(value, location, found, quiet)
     return found
 
 
-def _collect(value: Any, location: str, found: list[tuple[str, str]]) -> None:
+def _collect(value: Any, location: str, found: list[tuple[str, str]], quiet: Set[str]) -> None:
     # A plain recursive function: recursive generators cost a frame resumption per level and string.
     if isinstance(value, str):
-        found.append((location, value))
+        if value not in quiet:
+            found.append((location, value))
     elif isinstance(value, dict):
         for key, item in value.items():
             inner = f"{location}.{key}" if location else str(key)
-            found.append((f"{inner}#key", str(key)))
+            if key not in quiet:
+                found.append((f"{inner}#key", str(key)))
             if key not in _SKIPPED_KEYS:
-                _collect(item, inner, found)
+                _collect(item, inner, found, quiet)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _collect(item, f"{location}[{index}]", found)
+            _collect(item, f"{location}[{index}]", found, quiet)
 
 
 def _rank(finding: Finding) -> int:
