@@ -86,6 +86,32 @@ class MentionMatcher:
     def __bool__(self) -> bool:
         return bool(self._heads)
 
+    def changed(self, added: Iterable[str], removed: Iterable[str]) -> MentionMatcher:
+        """A new matcher: these names, less ``removed``, plus ``added`` (this one is left as it is)."""
+        heads = dict(self._heads)  # shared groups, each copied before it changes
+        copied: set[str] = set()
+        for names, adding in ((removed, False), (added, True)):
+            for name in names:
+                if not is_distinctive(name):
+                    continue
+                head = _head(name)
+                if head not in copied:
+                    heads[head] = list(heads.get(head, ()))
+                    copied.add(head)
+                group = heads[head]
+                if adding and name not in group:
+                    group.append(name)
+                elif not adding and name in group:
+                    group.remove(name)
+        for head in copied:
+            if heads[head]:
+                heads[head].sort(key=len, reverse=True)
+            else:
+                del heads[head]
+        matcher = MentionMatcher(())
+        matcher._heads = heads
+        return matcher
+
     def search(self, text: str, accept: Callable[[str], bool] | None = None) -> Mention | None:
         """The leftmost, then longest, mention in ``text`` of a name that ``accept`` (if given) takes."""
         heads = self._heads

@@ -16,8 +16,8 @@ and every attempt, refused or not, leaves an audit row.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import mcp_types as types
 
-from mcpmux.config.models import AgentConfig, Config, declared_for
+from mcpmux.config.models import AgentConfig, Config, ServerConfig, declared_for
 from mcpmux.errors import (
     ApprovalDenied,
     InvalidArguments,
@@ -130,6 +130,8 @@ class Guard:
         self._suspicion = suspicion
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
         self._in_flight: dict[str, list[_InFlight]] = {}
+        self._servers: dict[str, ServerConfig] = {}
+        self._servers_of: Config | None = None
         self._check_arguments = ArgumentCheck()
         self.cache = ResultCache()
         self.scope: ToolScope | None = None
@@ -374,7 +376,7 @@ class Guard:
             self._outside(tool, args, caller, self.toolset.has_tool(tool))
         check = validate if validate is not None else self._validates(tool)
         decision = await self._decide(tool, args, caller, answered_by, check_arguments=check)
-        server = self.manager.config.server(tool.server)
+        server = self._server_config(tool.server)
         cacheable = cache and ResultCache.cacheable(server, tool)
         if cacheable:
             hit = self.cache.lookup(tool, args, caller)
@@ -387,24 +389,35 @@ class Guard:
                 return hit
             decision = Decision(decision.action, f"{decision.rule}; cache miss", by_person=decision.by_person)
         scope = ApprovalScope.of(self.face, answered_by or caller)
-        with self._calling(_InFlight(tool, args, scope, decision.by_person)):
+        in_flight = _InFlight(tool, args, scope, decision.by_person)
+        self._calling(in_flight)
+        try:
             call = self.manager.call_resolved(tool, args, timeout=timeout, on_progress=on_progress)
             result = await self._run(tool, args, caller, decision, call, _tool_result_size, _is_error)
+        finally:
+            self._called(in_flight)
         if cacheable:
             self.cache.store(server, tool, args, caller, result)
         return result
 
-    @contextmanager
-    def _calling(self, call: _InFlight) -> Iterator[None]:
+    def _calling(self, call: _InFlight) -> None:
         # Cheap on the hot path: arguments are compared only when a server asks (answer_upstream_approval).
-        calls = self._in_flight.setdefault(call.tool.server, [])
-        calls.append(call)
-        try:
-            yield
-        finally:
+        self._in_flight.setdefault(call.tool.server, []).append(call)
+
+    def _called(self, call: _InFlight) -> None:
+        calls = self._in_flight.get(call.tool.server)
+        if calls is not None:
             calls.remove(call)
-            if not calls and self._in_flight.get(call.tool.server) is calls:
+            if not calls:
                 del self._in_flight[call.tool.server]
+
+    def _server_config(self, name: str) -> ServerConfig:
+        """``manager.config.server(name)`` by one dictionary lookup (rebuilt if the configuration is replaced)."""
+        config = self.manager.config
+        if self._servers_of is not config:
+            self._servers, self._servers_of = {s.name: s for s in config.servers}, config
+        found = self._servers.get(name)
+        return found if found is not None else config.server(name)  # raises ServerNotConfigured
 
     async def answer_upstream_approval(self, server: str, question: Mapping[str, Any]) -> Answer:
         """Answer an upstream mcpmux's approval question about our call in flight on ``server``.
@@ -445,7 +458,7 @@ class Guard:
         """Whether ``tool``'s arguments are checked: its server's ``validate`` (synthetic tools: never)."""
         if tool.synthetic:
             return False
-        return self.manager.config.server(tool.server).validate_arguments
+        return self._server_config(tool.server).validate_arguments
 
     async def _decide(
         self,

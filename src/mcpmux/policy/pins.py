@@ -31,6 +31,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -115,19 +116,37 @@ def _digest(canonical: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Pin:
-    """One pinned tool, and a pending definition waiting for approval if it changed."""
+    """One pinned tool, and a pending definition waiting for approval if it changed.
+
+    The definitions are kept as stored (canonical JSON) and parsed when first read: a listing
+    compares hashes only.
+    """
 
     server: str
     tool: str
     hash: str
-    definition: JSONObject
+    definition_json: str
     approved: bool
     pinned_at: float
     pending_hash: str | None
-    pending_definition: JSONObject | None
+    pending_definition_json: str | None
     pending_reason: str | None
+
+    @cached_property
+    def definition(self) -> JSONObject:
+        """The pinned definition."""
+        parsed: JSONObject = json.loads(self.definition_json)
+        return parsed
+
+    @cached_property
+    def pending_definition(self) -> JSONObject | None:
+        """The definition waiting for approval, if any."""
+        if not self.pending_definition_json:
+            return None
+        parsed: JSONObject = json.loads(self.pending_definition_json)
+        return parsed
 
     @property
     def key(self) -> tuple[str, str]:
@@ -385,8 +404,7 @@ class PinBook:
             # RETURNING, not the row count: drivers disagree on counting an ignored insert (psycopg says -1).
             inserted = db.execute(insert_or_ignore(db, pins).values(row).returning(pins.c.tool)).first() is not None
         if inserted:
-            return Pin(tool.server, tool.tool, digest, json.loads(definition_json), approved, pinned_at, None, None,
-                       reason)  # fmt: skip
+            return Pin(tool.server, tool.tool, digest, definition_json, approved, pinned_at, None, None, reason)
         pin = self.get(tool.server, tool.tool)  # another process pinned it first: its pin stands
         assert pin is not None
         return pin
@@ -454,8 +472,7 @@ _COLUMNS = (
 
 def _pin(row: Sequence[Any]) -> Pin:
     server, tool, digest, definition, approved, pinned_at, pending_hash, pending_definition, reason = row
-    pending = json.loads(pending_definition) if pending_definition else None
-    return Pin(server, tool, digest, json.loads(definition), bool(approved), pinned_at, pending_hash, pending, reason)
+    return Pin(server, tool, digest, definition, bool(approved), pinned_at, pending_hash, pending_definition, reason)
 
 
 def _joined(*reasons: str | None) -> str | None:
