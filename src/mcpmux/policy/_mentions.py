@@ -35,11 +35,6 @@ MARKS = ":_-."
 # ``(?<![\w:.-])...(?![\w-])`` around an alternation of names).
 _END = re.compile(r"[^\w-]")
 _MARK = re.compile(r"[:_.-]")
-# Every first segment the search below looks up, in one pass in C: at each place a mention may start
-# (0, or after a segment end other than ":" or "."), the segment end there if any, then the run of
-# word characters and "-" up to the next one. Most texts mention no name: their heads are disjoint
-# from the matcher's, and the search ends there.
-_HEADS = re.compile(r"(?:^|(?<=[^\w:.-]))(?=([^\w-]?[\w-]*))")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +67,7 @@ class MentionMatcher:
         names: names that are :func:`is_distinctive` (others are ignored).
     """
 
-    __slots__ = ("_heads",)
+    __slots__ = ("_cores", "_heads")
 
     def __init__(self, names: Iterable[str]) -> None:
         heads: dict[str, list[str]] = {}
@@ -82,6 +77,7 @@ class MentionMatcher:
         for group in heads.values():
             group.sort(key=len, reverse=True)
         self._heads = heads
+        self._cores = _cores(heads)
 
     def __bool__(self) -> bool:
         return bool(self._heads)
@@ -109,14 +105,14 @@ class MentionMatcher:
             else:
                 del heads[head]
         matcher = MentionMatcher(())
-        matcher._heads = heads
+        matcher._heads, matcher._cores = heads, _cores(heads)
         return matcher
 
     def search(self, text: str, accept: Callable[[str], bool] | None = None) -> Mention | None:
         """The leftmost, then longest, mention in ``text`` of a name that ``accept`` (if given) takes."""
         heads = self._heads
-        if not heads or not might_mention(text) or heads.keys().isdisjoint(_HEADS.findall(text)):
-            return None
+        if not heads or not might_mention(text) or self._cores.isdisjoint(_END.split(text)):
+            return None  # most texts: no run of word characters in them starts a name
         size = len(text)
         ends = [match.start() for match in _END.finditer(text)]
         ends.append(size)
@@ -145,6 +141,12 @@ class MentionMatcher:
                 ):
                     return Mention(name, start, end)
         return None
+
+
+def _cores(heads: Iterable[str]) -> frozenset[str]:
+    # Every head a search looks up is a run of the text between segment ends (cut by ``_END.split``),
+    # or one segment end followed by such a run: without that first character, it is one of the runs.
+    return frozenset(head[1:] if _END.match(head) else head for head in heads)
 
 
 def _head(name: str) -> str:

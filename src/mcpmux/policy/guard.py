@@ -63,6 +63,7 @@ Suspicion = Callable[[ToolInfo, Sequence[ToolInfo]], str | None]
 
 _R = TypeVar("_R")
 
+DECISIONS_KEPT = 8192
 READ_RESOURCE, GET_PROMPT = "read_resource", "get_prompt"
 # Requests about a server rather than one of its tools: ruled by the server's allow/deny rules
 # (a server every one of whose tools is denied is denied), never asked about, always audited.
@@ -131,6 +132,7 @@ class Guard:
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
         self._in_flight: dict[str, list[_InFlight]] = {}
         self._servers: dict[str, ServerConfig] = {}
+        self._decisions: dict[int, tuple[ToolInfo, Decision]] = {}
         self._servers_of: Config | None = None
         self._check_arguments = ArgumentCheck()
         self.cache = ResultCache()
@@ -411,6 +413,17 @@ class Guard:
             if not calls:
                 del self._in_flight[call.tool.server]
 
+    def _rules_call(self, tool: ToolInfo, args: JSONObject) -> Decision:
+        """``rules.call``, kept per ToolInfo object when no approval rule can look at the arguments."""
+        if self.rules.reads_arguments(tool.server):
+            return self.rules.call(tool, args)
+        kept = self._decisions.get(id(tool))
+        if kept is None or kept[0] is not tool:
+            if len(self._decisions) >= DECISIONS_KEPT:  # re-listed servers leave old objects behind
+                self._decisions.clear()
+            kept = self._decisions[id(tool)] = (tool, self.rules.call(tool, args))
+        return kept[1]
+
     def _server_config(self, name: str) -> ServerConfig:
         """``manager.config.server(name)`` by one dictionary lookup (rebuilt if the configuration is replaced)."""
         config = self.manager.config
@@ -469,7 +482,7 @@ class Guard:
         *,
         check_arguments: bool = False,
     ) -> Decision:
-        decision = self.rules.call(tool, args)
+        decision = self._rules_call(tool, args)
         if decision.action != "deny" and self.scope is not None and not self.scope.admits(tool):
             decision = Decision("deny", self.scope.rule)
         if decision.action == "deny":
