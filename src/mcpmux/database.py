@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Insert, Table, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, Insert, Table, create_engine, event, inspect, make_url, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
@@ -29,11 +29,14 @@ from sqlalchemy.pool import StaticPool
 from mcpmux.errors import ConfigError, ConfigProblem
 
 __all__ = [
+    "EVENTS_CHANNEL",
     "MEMORY",
     "MigrationRefused",
     "Migrations",
+    "conninfo",
     "insert_or_ignore",
     "memory_lock",
+    "notify",
     "open_engine",
     "reading",
     "shown",
@@ -46,6 +49,8 @@ MEMORY = "sqlite://"
 """The URL of a private in-memory SQLite database (tests, ``StateStore(":memory:")``)."""
 BUSY_TIMEOUT_S = 5.0
 READING = "mcpmux_reading"
+EVENTS_CHANNEL = "mcpmux_events"
+"""The PostgreSQL channel on which the processes sharing a database tell each other what changed."""
 
 
 class MigrationRefused(ValueError):
@@ -238,3 +243,22 @@ def shown(url: str) -> str:
         user = credentials.split(":", 1)[0]
         return f"{scheme}{sep}{user}:***@{host}" if ":" in credentials else url
     return url
+
+
+def notify(connection: Connection, topic: str, detail: str = "") -> None:
+    """Tell every process listening on this database that ``topic`` changed.
+
+    Sent inside the connection's transaction, so it reaches the listeners (``LISTEN`` on
+    :data:`EVENTS_CHANNEL`, :class:`mcpmux.gateway.cluster.Cluster`) when (and only if) the
+    change commits. On SQLite it does nothing: its processes share one machine and find changes
+    their own way (a marker file, a re-read).
+    """
+    if connection.dialect.name == "postgresql":
+        payload = f"{topic}:{detail}" if detail else topic
+        parameters = {"channel": EVENTS_CHANNEL, "payload": payload}
+        connection.execute(text("SELECT pg_notify(:channel, :payload)"), parameters)
+
+
+def conninfo(url: str) -> str:
+    """The libpq connection string of a SQLAlchemy PostgreSQL URL (``postgresql+psycopg://...``)."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)

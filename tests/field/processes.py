@@ -166,9 +166,26 @@ def _cluster(root: Path, initdb: str, postgres: str) -> Iterator[str]:
                 time.sleep(_POLL_S)
             if process.poll() is not None:
                 raise RuntimeError(f"PostgreSQL exited with code {process.returncode}: {_tail(log)}")
-            yield f"postgresql://field@127.0.0.1:{port}/postgres"
+            dsn = f"postgresql://field@127.0.0.1:{port}/postgres"
+            _wait_until_accepting(dsn, deadline, log)
+            yield dsn
         finally:
             stop_process_group(process)
+
+
+def _wait_until_accepting(dsn: str, deadline: float, log: IO[bytes]) -> None:
+    """Listening is not accepting: PostgreSQL answers "the database system is starting up" until its
+    startup ends (seconds on a loaded machine)."""
+    import psycopg
+
+    while True:
+        try:
+            psycopg.connect(dsn, connect_timeout=5).close()
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"PostgreSQL did not accept connections at {dsn}: {_tail(log)}") from None
+            time.sleep(_POLL_S)
 
 
 class _Page(http.server.BaseHTTPRequestHandler):

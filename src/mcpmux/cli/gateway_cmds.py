@@ -61,6 +61,14 @@ def _address(option: str, value: str) -> tuple[str, int]:
 @click.option("--agent", "agents", multiple=True, metavar="NAME",
               help="Serve only this configured agent, as the tool ask_NAME (repeatable; no REST API).")  # fmt: skip
 @click.option("--toolset", metavar="NAME", help="Serve only this toolset of the config (`toolsets:`) on every face.")
+@click.option(
+    "--replica-id", envvar="MCPMUX_REPLICA_ID", metavar="NAME",
+    help="With --http and a PostgreSQL --db: serve as this replica of several (default: the host name).",
+)  # fmt: skip
+@click.option(
+    "--advertise", envvar="MCPMUX_ADVERTISE", metavar="URL",
+    help="With --replica-id: the URL the other replicas reach this one at (http://ADDR:PORT).",
+)  # fmt: skip
 def serve_cmd(
     stdio: bool,
     http_addr: str | None,
@@ -83,6 +91,8 @@ def serve_cmd(
     no_ui: bool = False,
     agents: tuple[str, ...] = (),
     toolset: str | None = None,
+    replica_id: str | None = None,
+    advertise: str | None = None,
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
 
@@ -99,6 +109,10 @@ def serve_cmd(
     'Authorization: Bearer TOKEN', or from a browser as the subprotocol 'mcpmux.bearer.TOKEN'
     beside 'mcp'. Stops on SIGTERM or SIGINT: calls in flight get --drain-timeout seconds, then
     the upstream servers stop.
+
+    With --replica-id (or --advertise) several gateways on one PostgreSQL (--db) serve together
+    behind any load balancer, no sticky sessions needed: each request naming a session or a
+    waiting call of another replica is forwarded to it over its --advertise URL.
     """
     from mcpmux.gateway.http import HttpOptions
     from mcpmux.gateway.run import ServeOptions, http_security, serve
@@ -110,6 +124,14 @@ def serve_cmd(
 
     if (sse or json_response) and http_addr is None:
         raise click.UsageError("--sse and --json-response need --http")
+    replica = None
+    if replica_id is not None or advertise is not None:
+        from mcpmux.gateway.cluster import ReplicaOptions
+
+        if http_addr is None:
+            raise click.UsageError("--replica-id and --advertise need --http (replicas forward over HTTP)")
+        replica = ReplicaOptions.of(replica_id, advertise, port=_address("--http", http_addr)[1])
+        allow_host = (*allow_host, _netloc(replica.advertise))
     config = with_registered(load_config(state().config_path), db_url)
     redact_logs(config.secret_values)
     for name in agents:
@@ -151,6 +173,7 @@ def serve_cmd(
         drain_timeout_s=drain_timeout,
         agents=agents,
         toolset=toolset,
+        replica=replica,
     )
     if toolset is not None:
         toolset_named(config, toolset)  # an unknown name is a usage error before anything starts
@@ -165,6 +188,16 @@ def serve_cmd(
         anyio.run(main, backend_options=loop_options())
     finally:
         store.close()
+
+
+def _netloc(url: str) -> str:
+    """``HOST:PORT`` of ``url`` as a Host header names it (requests sent to the advertised address)."""
+    import httpx
+
+    parsed = httpx.URL(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    return f"{host}:{port}"
 
 
 def _api_factory(config: Config, db_url: str | None) -> Any:

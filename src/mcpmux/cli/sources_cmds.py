@@ -8,12 +8,15 @@ configured servers; secrets given with ``-e`` are sealed and shown masked.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
 
 from mcpmux.cli.output import emit, json_option, state, table
+
+if TYPE_CHECKING:
+    from mcpmux.sources import SourceRegistry
 
 __all__ = ["sources"]
 
@@ -36,9 +39,8 @@ def sources() -> None:
 @json_option
 def sources_list(db_url: str | None) -> None:
     """List the registered sources (secrets masked)."""
-    from mcpmux.sources import SourceRegistry
 
-    registry = SourceRegistry(db_url)
+    registry = _registry(db_url)
     try:
         found = registry.all()
     finally:
@@ -106,8 +108,9 @@ def sources_add(
         fields = {"source_type": "mcp", "config": _json_object(config_json or "")}
     lifecycle: Lifecycle = "transient" if transient else "singleton"
     source_spec = SourceSpec(name=name, description=description, environment=values, lifecycle=lifecycle, **fields)
-    reserved = [s.name for s in load_config(state().config_path).servers]
-    registry = SourceRegistry(db_url)
+    config = load_config(state().config_path)
+    reserved = [s.name for s in config.servers]
+    registry = SourceRegistry.configured(config, db_url)
     try:
         added = registry.add(source_spec, reserved=reserved)
     finally:
@@ -121,9 +124,9 @@ def sources_add(
 @json_option
 def sources_sync(name: str, db_url: str | None) -> None:
     """Start NAME on its own, list its tools and store them."""
-    from mcpmux.sources import SourceRegistry, sync_source
+    from mcpmux.sources import sync_source
 
-    registry = SourceRegistry(db_url)
+    registry = _registry(db_url)
     try:
         tools = anyio.run(sync_source, registry, name)
     finally:
@@ -146,14 +149,21 @@ def sources_sync(name: str, db_url: str | None) -> None:
 @json_option
 def sources_remove(name: str, db_url: str | None) -> None:
     """Unregister NAME (its secrets and tools go with it)."""
-    from mcpmux.sources import SourceRegistry
 
-    registry = SourceRegistry(db_url)
+    registry = _registry(db_url)
     try:
         removed = registry.remove(name)
     finally:
         registry.close()
     emit({"removed": removed.name, "id": removed.id}, lambda: click.echo(f"removed {removed.name}"))
+
+
+def _registry(db_url: str | None) -> SourceRegistry:
+    """The registry: ``--db``, else ``MCPMUX_DB``, else the config's ``storage.url``, else ``sources.db``."""
+    from mcpmux.config import load_config
+    from mcpmux.sources import SourceRegistry
+
+    return SourceRegistry.configured(load_config(state().config_path), db_url)
 
 
 def _pair(item: str) -> tuple[str, str]:

@@ -7,7 +7,8 @@ The SDK's session manager serves both eras at ``/mcp`` (a 2025-11-25 client open
 ``initialize``; a 2026-07-28 client sends self-contained requests). Everything sits behind
 :class:`~mcpmux.gateway.security.SecurityMiddleware`, and uvicorn runs with the header deadline
 of :mod:`mcpmux.gateway.slowloris`. Session ids are 192 random bits, bound to the token that
-opened the session.
+opened the session; a replica (:mod:`mcpmux.gateway.cluster`) puts its id in front, and forwards
+requests naming another replica there.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import contextlib
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpmux._private.mcp_sdk import SessionManager
 from mcpmux._private.uvicorn import QuietServer
+from mcpmux.gateway.cluster import Cluster, Forwarder
 from mcpmux.gateway.metrics import CONTENT_TYPE
 from mcpmux.gateway.responses import DeferredTransport
 from mcpmux.gateway.security import ANONYMOUS, HttpSecurity, SecurityMiddleware
@@ -67,17 +69,26 @@ class HttpOptions:
     shutdown_timeout_s: int = 2
     extra: ASGIApp | None = None
     """An app for every other path, behind the same rules (the REST API at ``/api``)."""
+    cluster: Cluster | None = None
+    """This gateway as one replica of several (``mcpmux serve --replica-id``); ``None``: alone."""
 
 
-def _new_transport(sessions: StreamableHTTPSessionManager) -> StreamableHTTPServerTransport:
+def _session_id() -> str:
+    return secrets.token_hex(SESSION_ID_BYTES)
+
+
+def _new_transport(
+    sessions: StreamableHTTPSessionManager, new_id: Callable[[], str] = _session_id
+) -> StreamableHTTPServerTransport:
     """A new session's transport: a longer session id, and deferred responses.
 
     The SDK keys sessions with ``uuid4().hex`` (122 random bits); the gateway wants at least 128,
-    so sessions are keyed with :func:`secrets.token_hex`. Each session's transport is a
-    :class:`DeferredTransport`, which answers a request with one JSON body unless it has to stream.
+    so sessions are keyed with :func:`secrets.token_hex` (``new_id``: a replica's id in front). Each
+    session's transport is a :class:`DeferredTransport`, which answers a request with one JSON body
+    unless it has to stream.
     """
     return DeferredTransport(
-        mcp_session_id=secrets.token_hex(SESSION_ID_BYTES),
+        mcp_session_id=new_id(),
         is_json_response_enabled=sessions.json_response,
         event_store=sessions.event_store,
         security_settings=sessions.security_settings,
@@ -93,10 +104,13 @@ def build_app(gateway: Gateway, options: HttpOptions, toolsets: Mapping[str, Gat
         allowed_hosts=list(options.security.allowed_hosts), allowed_origins=list(options.security.allowed_origins)
     )
 
+    cluster = options.cluster
+    new_transport = _new_transport if cluster is None else lambda m: _new_transport(m, cluster.session_id)
+
     def session_manager(served: Gateway) -> SessionManager:
         return SessionManager(
             served.server,
-            new_transport=_new_transport,
+            new_transport=new_transport,
             security_settings=transport_security,
             max_request_body_size=options.security.max_body_bytes,
             json_response=options.json_response,
@@ -108,14 +122,16 @@ def build_app(gateway: Gateway, options: HttpOptions, toolsets: Mapping[str, Gat
     toolset_apps: dict[str, ASGIApp] = {name: StreamableHTTPASGIApp(m) for name, m in toolset_sessions.items()}
     routes: list[Route | Mount] = [
         Route("/mcp", endpoint=mcp_app),
-        Route("/healthz", endpoint=_healthz(gateway)),
-        Route("/metrics", endpoint=_metrics(gateway)),
+        Route("/healthz", endpoint=_healthz(gateway, cluster)),
+        Route("/metrics", endpoint=_metrics(gateway, cluster)),
     ]
     if options.sse:
         max_body = options.security.max_body_bytes
         routes += _sse_routes(gateway, transport_security, max_body)
         for name, served in (toolsets or {}).items():
             routes += _sse_routes(served, transport_security, max_body, f"/{name}")
+    if cluster is not None:
+        routes.append(Route("/api/replicas", endpoint=_replicas(cluster)))
     if options.extra is not None:
         routes.append(Mount("/", app=options.extra))
 
@@ -127,7 +143,10 @@ def build_app(gateway: Gateway, options: HttpOptions, toolsets: Mapping[str, Gat
             yield
 
     rest = Starlette(routes=routes, lifespan=lifespan)
-    return SecurityMiddleware(_Shortcut("/mcp", mcp_app, rest, toolset_apps), options.security)
+    app: ASGIApp = _Shortcut("/mcp", mcp_app, rest, toolset_apps)
+    if cluster is not None:
+        app = Forwarder(app, cluster)
+    return SecurityMiddleware(app, options.security)
 
 
 class _Shortcut:
@@ -160,7 +179,7 @@ class _Shortcut:
         return PlainTextResponse(f"No toolset {name!r} here; toolsets served: {known}", status_code=404)
 
 
-def _healthz(gateway: Gateway) -> Any:
+def _healthz(gateway: Gateway, cluster: Cluster | None) -> Any:
     async def healthz(request: Request) -> Response:
         ok = not gateway.draining
         status = 200 if ok else 503
@@ -168,14 +187,24 @@ def _healthz(gateway: Gateway) -> Any:
             # Tokens are required and none was given: say whether we are up, not what runs here.
             return PlainTextResponse("ok" if ok else "draining", status_code=status)
         states = {s.name: s.state.value for s in gateway.guard.status()}
-        return JSONResponse({"ok": ok, "servers": states}, status_code=status)
+        body: dict[str, Any] = {"ok": ok, "servers": states}
+        if cluster is not None:
+            body["replica"] = cluster.to_json()
+        return JSONResponse(body, status_code=status)
 
     return healthz
 
 
-def _metrics(gateway: Gateway) -> Any:
+def _replicas(cluster: Cluster) -> Any:
+    async def replicas(request: Request) -> Response:
+        return JSONResponse(cluster.to_json())
+
+    return replicas
+
+
+def _metrics(gateway: Gateway, cluster: Cluster | None) -> Any:
     async def metrics(request: Request) -> Response:
-        body = gateway.metrics.render(gateway.guard.status())
+        body = gateway.metrics.render(gateway.guard.status(), None if cluster is None else cluster.to_json())
         return PlainTextResponse(body, headers={"Content-Type": CONTENT_TYPE})
 
     return metrics

@@ -1,7 +1,7 @@
 """Gateway metrics in the Prometheus text exposition format (version 0.0.4), written by hand.
 
-Counters of calls and errors and a latency histogram per server and tool, and one gauge per
-upstream state, enough for ``/metrics`` without a client library.
+Counters of calls and errors and a latency histogram per server and tool, one gauge per
+upstream state, and a replica's view of its peers, enough for ``/metrics`` without a client library.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from mcpmux.manager import ServerStatus
 from mcpmux.manager.usage import process_usage
@@ -51,13 +52,16 @@ class Metrics:
             self._calls[(server, tool, outcome)] += 1
             self._latency[(server, tool)].observe(seconds)
 
-    def render(self, statuses: Iterable[ServerStatus]) -> str:
-        """The exposition text of every metric, with the upstream states from ``statuses``."""
+    def render(self, statuses: Iterable[ServerStatus], replica: Mapping[str, Any] | None = None) -> str:
+        """The exposition text of every metric, with the upstream states from ``statuses`` and, for a
+        replica, its view of the others (``Cluster.to_json()``)."""
         with self._lock:
             lines = [*self._render_calls(), *self._render_latency()]
         lines += _render_states(statuses)
         if self.cache_stats is not None:
             lines += _render_cache(self.cache_stats())
+        if replica is not None:
+            lines += _render_replica(replica)
         return "\n".join(lines) + "\n"
 
     def _render_calls(self) -> list[str]:
@@ -117,6 +121,39 @@ def _render_cache(stats: dict[tuple[str, str], tuple[int, int]]) -> list[str]:
         name = f"mcpmux_cache_{kind}_total"
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
         lines += [f"{name}{_labels(server=s, tool=t)} {counts[index]}" for (s, t), counts in sorted(stats.items())]
+    return lines
+
+
+def _render_replica(replica: Mapping[str, Any]) -> list[str]:
+    me = str(replica["id"])
+    lines = [
+        "# HELP mcpmux_replica_info This replica (value 1).",
+        "# TYPE mcpmux_replica_info gauge",
+        f"mcpmux_replica_info{_labels(replica=me, advertise=str(replica['advertise']))} 1",
+        "# HELP mcpmux_replica_listening 1 while this replica hears the others' events.",
+        "# TYPE mcpmux_replica_listening gauge",
+        f"mcpmux_replica_listening {int(bool(replica['listening']))}",
+        "# HELP mcpmux_replica_peer_sessions Open sessions of each live replica (at its last heartbeat).",
+        "# TYPE mcpmux_replica_peer_sessions gauge",
+    ]
+    peers = list(replica["peers"])
+    lines += [f"mcpmux_replica_peer_sessions{_labels(peer=str(p['id']))} {p['sessions']}" for p in peers]
+    lines += [
+        "# HELP mcpmux_replica_peer_in_flight Calls in flight on each live replica (at its last heartbeat).",
+        "# TYPE mcpmux_replica_peer_in_flight gauge",
+    ]
+    lines += [f"mcpmux_replica_peer_in_flight{_labels(peer=str(p['id']))} {p['in_flight']}" for p in peers]
+    lines += [
+        "# HELP mcpmux_replica_forwarded_total Requests this replica sent on to the replica that owns them.",
+        "# TYPE mcpmux_replica_forwarded_total counter",
+    ]
+    forwarded = dict(replica["forwarded"])
+    lines += [f"mcpmux_replica_forwarded_total{_labels(to=str(k))} {v}" for k, v in sorted(forwarded.items())]
+    lines += [
+        "# HELP mcpmux_replica_owner_gone_total Requests whose owning replica was gone (sessions: 404).",
+        "# TYPE mcpmux_replica_owner_gone_total counter",
+        f"mcpmux_replica_owner_gone_total {replica['owner_gone']}",
+    ]
     return lines
 
 

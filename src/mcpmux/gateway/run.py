@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -31,9 +32,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcpmux.config.models import Config
 from mcpmux.errors import ConfigError, ConfigProblem, MCPMuxError, UsageError
 from mcpmux.gateway.caller import TokenCaller, stdio_channel
+from mcpmux.gateway.cluster import Cluster, ReplicaOptions, SharedHeld
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.http import HttpOptions, serve_http
 from mcpmux.gateway.oauth_resource import ExternalTokens
+from mcpmux.gateway.relay import RELAY_TIMEOUT_S
 from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopback
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
@@ -80,6 +83,8 @@ class ServeOptions:
     toolset: str | None = None
     """Serve only this toolset on every face (``--toolset``); ``None``: everything, and over HTTP
     each configured toolset at ``/mcp/NAME``."""
+    replica: ReplicaOptions | None = None
+    """Serve as one replica of several on a shared PostgreSQL (:mod:`mcpmux.gateway.cluster`)."""
 
 
 def http_security(
@@ -169,19 +174,30 @@ async def _serve(
     if options.agents:
         surface = host.scoped(await serve_agents(host, options.agents))
     async with host, anyio.create_task_group() as tg:
+        gateways: list[Gateway] = []
+        cluster = None if options.replica is None else _replica(host, options, downstream, gateways)
+        state = None if cluster is None else cluster.request_state_security(RELAY_TIMEOUT_S)
+        if cluster is not None:
+            await tg.start(cluster.run)
+            await tg.start(_follow_sources, host, cluster)
+            announce(f"replica {cluster.id} of {len(cluster.peers())} live, reached at {cluster.me.advertise}")
         if options.http is not None:
-            options = replace(options, http=_with_apps(host, options, downstream))
+            options = replace(options, http=_with_apps(host, options, downstream, cluster))
         only = toolset_named(config, options.toolset) if options.toolset is not None else None
         toolsets: dict[str, Gateway] = {}
         if only is None and options.http is not None and not options.agents:  # --agent: its tools alone
             for name in config.toolsets:
                 served = Toolset.of(name, config.toolsets[name], config.discovery)
                 toolsets[name] = Gateway(
-                    host, downstream=downstream, separator=options.separator, toolset=served, announce=False
-                )
+                    host, downstream=downstream, separator=options.separator, toolset=served, announce=False,
+                    request_state=state,
+                )  # fmt: skip
         # Made last: the downstream's URI and unsubscribe hooks follow the gateway that sees every resource,
         # and it alone announces list changes, to every client of every path (they share the downstream).
-        gateway = Gateway(surface, downstream=downstream, separator=options.separator, toolset=only)
+        gateway = Gateway(
+            surface, downstream=downstream, separator=options.separator, toolset=only, request_state=state
+        )
+        gateways += [gateway, *toolsets.values()]
         for served_gateway in toolsets.values():
             served_gateway.metrics = gateway.metrics
         stop = anyio.Event()
@@ -202,7 +218,86 @@ async def _serve(
 CONSOLE_PREFIX = "/ui"
 
 
-def _with_apps(host: Host, options: ServeOptions, downstream: Downstream) -> HttpOptions:
+def _replica(host: Host, options: ServeOptions, downstream: Downstream, gateways: list[Gateway]) -> Cluster:
+    """This gateway as a replica: its load in the heartbeat, tokens and lists following the others' events.
+
+    Raises:
+        ConfigError: the state database is not PostgreSQL.
+    """
+    assert options.replica is not None
+
+    def load() -> tuple[int, int]:
+        return len(downstream), sum(g.in_flight for g in gateways)
+
+    cluster = Cluster(host.store, options.replica, load=load)
+    for security in (options.http.security if options.http else None, options.ws_security):
+        if security is not None and security.tokens is not None:
+            security.tokens.follow(lambda: cluster.listening)
+            cluster.on("tokens", security.tokens.invalidate)
+
+    def pins_changed(_detail: str) -> None:
+        for gateway in gateways:
+            gateway.stale()
+
+    cluster.on("pins", pins_changed)
+    return cluster
+
+
+async def _follow_sources(
+    host: Host, cluster: Cluster, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Keep this replica's servers in step with sources registered, changed or removed on any replica.
+
+    The replica that made the change has done it already (its server equals the registered one) and
+    is left alone; servers of the configuration files are never touched.
+    """
+    from mcpmux.sources.registry import SourceRegistry
+
+    changed, heard = anyio.create_memory_object_stream[str](math.inf)
+    registry = SourceRegistry.configured(host.config, host.store.url)
+    configured = {s.name for s in host.config.servers}
+
+    cluster.on("sources", changed.send_nowait)
+    task_status.started()
+    try:
+        async with changed, heard:
+            async for name in heard:
+                try:
+                    await _follow_source(host, registry, configured, name)
+                except MCPMuxError as exc:
+                    logger.warning("replica %s could not follow the change of source %s: %s", cluster.id, name, exc)
+    finally:
+        registry.close()
+
+
+async def _follow_source(host: Host, registry: Any, configured: set[str], name: str) -> None:
+    from mcpmux.errors import NotFound
+
+    names = {s.name for s in await anyio.to_thread.run_sync(registry.all)} if name == "*" else {name}
+    if name == "*":
+        names |= {s.name for s in host.manager.config.servers} - configured
+    for one in sorted(names - configured):
+        try:
+            source = await anyio.to_thread.run_sync(registry.get, one)
+        except NotFound:
+            source = None
+        running = next((s for s in host.manager.config.servers if s.name == one), None)
+        if source is None:
+            if running is not None:
+                await host.manager.remove_server(one)
+            continue
+        server = await anyio.to_thread.run_sync(registry.server_config, source)
+        if running == server:
+            continue
+        if running is not None:
+            await host.manager.remove_server(one)
+        await host.manager.add_server(server, start=source.lifecycle == "singleton")
+        logger.info("source %s changed on another replica: its server follows", one)
+
+
+def _with_apps(
+    host: Host, options: ServeOptions, downstream: Downstream, cluster: Cluster | None = None
+) -> HttpOptions:
     """The HTTP options with the REST API and the console mounted beside ``/mcp``."""
     assert options.http is not None
     security = options.http.security
@@ -212,12 +307,16 @@ def _with_apps(host: Host, options: ServeOptions, downstream: Downstream) -> Htt
         approvers = host.config.security.gateway_approvers
         pending = None
         if approvers.console:
-            pending = PendingApprovals(approvers.console_timeout_s, host.config.secret_values)
+            board = None if cluster is None else SharedHeld(cluster)
+            pending = PendingApprovals(approvers.console_timeout_s, host.config.secret_values, board=board)
+            if cluster is not None:
+                cluster.on("held", pending.heard)
+                cluster.on("answered", pending.heard)
             downstream.relay.held = pending
         console = options.console(host, security, pending)
     api = options.api(host, security) if options.api is not None else None
     extra = api if console is None else ByPrefix(CONSOLE_PREFIX, console, api)
-    return replace(options.http, security=security, extra=extra)
+    return replace(options.http, security=security, extra=extra, cluster=cluster)
 
 
 class ByPrefix:

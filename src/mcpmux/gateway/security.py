@@ -70,6 +70,9 @@ SUBPROTOCOL_TOKEN_PREFIX = "mcpmux.bearer."
 ANONYMOUS = "mcpmux.anonymous"
 CALLER = "mcpmux.caller"
 """The ASGI scope key under which an admitted request's :class:`~mcpmux.gateway.tokens.TokenInfo` is kept."""
+CREDENTIAL = "mcpmux.credential"
+"""The ASGI scope key of the admitted request's ``Authorization`` value, which is taken out of its
+headers: only a replica forwarding the request to the replica that owns it sends it on."""
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mcpmux"'}
 _LOWERED = (b"host", b"origin")
 
@@ -229,6 +232,9 @@ class SecurityMiddleware:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
+        credential = headers.get("authorization")
+        if credential is not None:
+            scope[CREDENTIAL] = credential
         scope["headers"] = _passed_on(scope["headers"])
         body = await self._read_body(headers, receive)
         if isinstance(body, Refusal):

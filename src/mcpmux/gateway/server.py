@@ -91,6 +91,8 @@ class Gateway:
         announce: tell ``downstream``'s clients about list changes. Gateways that share one
             downstream (a toolset's beside the whole one) let one of them announce, so a client is
             told once.
+        request_state: how stateless clients' ``requestState`` is sealed (default: a key of this
+            process; replicas share one, :meth:`mcpmux.gateway.cluster.Cluster.request_state_security`).
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class Gateway:
         name: str = "mcpmux",
         toolset: Toolset | None = None,
         announce: bool = True,
+        request_state: RequestStateSecurity | None = None,
     ) -> None:
         self.guard = guard.with_toolset(toolset) if toolset is not None else guard
         self.toolset, self.announce = toolset, announce
@@ -124,7 +127,7 @@ class Gateway:
         self._starting: anyio.Event | None = None
         self._grace_until = 0.0
         self._listen_handler = ListenHandler(self.downstream.bus)
-        self.server = self._build_server(name)
+        self.server = self._build_server(name, request_state or RequestStateSecurity.ephemeral(ttl=RELAY_TIMEOUT_S))
 
     # -- the surface ----------------------------------------------------------------------------
 
@@ -191,7 +194,19 @@ class Gateway:
 
     # -- the server -----------------------------------------------------------------------------
 
-    def _build_server(self, name: str) -> Server[Any]:
+    @property
+    def in_flight(self) -> int:
+        """Tool calls running now."""
+        return self._in_flight
+
+    def stale(self) -> None:
+        """Something the lists are made of changed elsewhere (another replica approved a pin): build
+        the lists again, and tell the clients."""
+        self._surface = None
+        if self.announce and self._tasks is not None:
+            self._tasks.start_soon(self.downstream.list_changed, "tools")
+
+    def _build_server(self, name: str, security: RequestStateSecurity) -> Server[Any]:
         # Every method is served; what is advertised follows the upstreams at each initialize.
         handlers: dict[str, Any] = {
             "on_list_tools": self._list_tools,
@@ -222,8 +237,7 @@ class Gateway:
             # but it still costs ~7 % of a short call's CPU through the gateway (measured).
             server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
         # The requestState of a stateless-era question goes out sealed (AES-GCM under a key of this
-        # process, bound to the tool, its arguments and the caller) and comes back verified.
-        security = RequestStateSecurity.ephemeral(ttl=RELAY_TIMEOUT_S)
+        # process or of the replicas, bound to the tool, its arguments and the caller) and comes back verified.
         server.middleware.append(RequestStateBoundary(security, default_audience=name))
         return server
 

@@ -16,7 +16,10 @@ A running gateway sees ``mcpmux token create`` and ``revoke`` from another proce
 request, without a restart and without a database query per request: every change also replaces
 a small marker file beside the database (``state.db.tokens``, a new inode each time), and
 :meth:`TokenStore.check` re-reads the table only when that file is not the one it saw last. A
-database shared by several machines (PostgreSQL) has no such file: there every check reads the table.
+database shared by several machines (PostgreSQL) has no such file: there every change is also
+announced with ``NOTIFY``, and a gateway replica that listens (:meth:`TokenStore.follow`) re-reads
+the table when told; one that does not hear the others (not a replica, or its listening connection
+broke) reads the table at every check.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import select
 
 from mcpmux.config.models import TOOLSET_NAME_PATTERN
-from mcpmux.database import insert_or_ignore
+from mcpmux.database import insert_or_ignore, notify
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.policy import StateStore
 from mcpmux.policy.schema import gateway_tokens
@@ -96,6 +100,16 @@ class TokenStore:
         self._marker = None if store.file is None else store.file.with_name(store.file.name + MARKER_SUFFIX)
         self._seen: tuple[int, int, int] | None = None
         self._hashes: dict[str, TokenInfo] | None = None
+        self._hearing: Callable[[], bool] = lambda: False
+
+    def follow(self, hearing: Callable[[], bool]) -> None:
+        """Keep the tokens read while ``hearing()``: every change made elsewhere meanwhile reaches
+        :meth:`invalidate` (a replica's events); when it is false, every check reads the table."""
+        self._hearing = hearing
+
+    def invalidate(self, _detail: str = "") -> None:
+        """Read the tokens again at the next check (another process changed them)."""
+        self._hashes = None
 
     def create(
         self,
@@ -137,6 +151,7 @@ class TokenStore:
             inserted = db.execute(insert_or_ignore(db, gateway_tokens).values(row).returning(gateway_tokens.c.name))
             if inserted.first() is None:
                 raise ConfigError([ConfigProblem("token", "name", f"a token called {name!r} exists; revoke it first")])
+            notify(db, "tokens")
         self._changed()
         return token
 
@@ -151,6 +166,7 @@ class TokenStore:
         """Delete the token ``name``; return whether it existed (a running gateway refuses it at once)."""
         with self.store.write() as db:
             revoked = db.execute(gateway_tokens.delete().where(gateway_tokens.c.name == name)).rowcount > 0
+            notify(db, "tokens")
         self._changed()
         return revoked
 
@@ -175,7 +191,8 @@ class TokenStore:
         """``{hash: token}`` of every token, re-read only when the marker file changed."""
         _ = self.store.engine  # opens the database first, which makes its folder
         seen = self._marker_state()
-        if self._hashes is None or seen is None or seen != self._seen:
+        cached = self._hashes is not None and seen == self._seen and (seen is not None or self._hearing())
+        if not cached:
             t = gateway_tokens.c
             with self.store.read() as db:
                 rows = db.execute(select(t.hash, t.name, t.created_at, t.can_approve, t.scopes, t.toolsets)).all()
@@ -183,6 +200,7 @@ class TokenStore:
                 str(h): TokenInfo(str(n), float(c), bool(a), _scopes(sc), _scopes(ts)) for h, n, c, a, sc, ts in rows
             }
             self._seen = seen
+        assert self._hashes is not None
         return self._hashes
 
     def _marker_state(self) -> tuple[int, int, int] | None:

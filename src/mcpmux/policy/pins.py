@@ -38,7 +38,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, and_, literal, or_, select
 
 from mcpmux.config.models import ServerConfig
-from mcpmux.database import insert_or_ignore
+from mcpmux.database import insert_or_ignore, notify
 from mcpmux.json_shapes import JSONObject
 from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.lookalikes import invisible_change, rename_source, reveal
@@ -344,6 +344,8 @@ class PinBook:
                         pending_reason=None,
                     )
                 )
+            if pending:
+                notify(db, "pins", server)  # replicas of a gateway list the approved tools again
         return pending
 
     def get(self, server: str, tool: str) -> Pin | None:

@@ -1,6 +1,8 @@
 """The tables of the state database (SQLAlchemy Core), the same on SQLite and PostgreSQL.
 
-Tool pins, remembered approvals, the audit log and the gateway's tokens. Alembic migrations
+Tool pins, remembered approvals, the audit log and the gateway's tokens; and what gateway replicas
+sharing one database need (:mod:`mcpmux.gateway.cluster`): who is up, the key they seal stateless
+clients' ``requestState`` with, and the calls held for a person's approval. Alembic migrations
 (:mod:`mcpmux.policy.migrations`) create and change them; this module is what the code reads and
 writes through.
 """
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text
 
-__all__ = ["approvals", "audit", "gateway_tokens", "metadata", "pins"]
+__all__ = ["approvals", "audit", "cluster_keys", "gateway_tokens", "held_approvals", "metadata", "pins", "replicas"]
 
 metadata = MetaData()
 
@@ -72,4 +74,39 @@ gateway_tokens = Table(
     Column("can_approve", Boolean, nullable=False),
     Column("scopes", Text, nullable=False),  # comma-separated API scopes
     Column("toolsets", Text, nullable=False),  # comma-separated toolset names, "" for none
+)
+
+replicas = Table(
+    "mcpmux_replicas",
+    metadata,
+    Column("id", String(63), primary_key=True),
+    Column("advertise", Text, nullable=False),  # the URL other replicas forward to
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),  # the database's clock (epoch seconds)
+    Column("sessions", Integer, nullable=False),
+    Column("in_flight", Integer, nullable=False),
+)
+
+cluster_keys = Table(
+    "mcpmux_cluster_keys",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("secret", String(128), nullable=False),  # hex; the row is as secret as the tokens' table
+    Column("created_at", Float, nullable=False),
+)
+
+held_approvals = Table(
+    "mcpmux_held_approvals",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("replica", String(63), nullable=False),  # where the call waits
+    Column("summary", Text, nullable=False),  # JSON as the console shows it (arguments redacted)
+    Column("held_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("answer", String(16), nullable=True),
+    Column("answered_by", Text, nullable=True),
+    Index("mcpmux_held_approvals_expires", "expires_at"),
 )

@@ -35,7 +35,7 @@ __all__ = ["LEGACY_IDENTITY", "MIGRATIONS", "STATE_FILE", "UNSCOPED_FACE", "Stat
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "state.db"
-MIGRATIONS = Migrations(Path(__file__).resolve().parent / "migrations", "mcpmux_state_alembic", "0001")
+MIGRATIONS = Migrations(Path(__file__).resolve().parent / "migrations", "mcpmux_state_alembic", "0002")
 # Pins from before server identities belong to no identity (claimed by the first server of their
 # name); approvals from before scopes belong to no face (listed and revocable, honoured for no one).
 LEGACY_IDENTITY = ""

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from mcpmux.config.models import Config, ServerConfig
 from mcpmux.config.paths import configured_url
+from mcpmux.database import notify
 from mcpmux.errors import NotFound, SourceError, SourceExists, closest
 from mcpmux.sources.db import open_engine
 from mcpmux.sources.entries import materialise, prepare
@@ -96,6 +97,7 @@ class SourceRegistry:
             with self.engine.begin() as db:
                 db.execute(insert(sources).values(**row))
                 self._seal_all(db, source_id, spec.name, prepared.secrets)
+                notify(db, "sources", spec.name)
         except IntegrityError as exc:
             raise SourceExists(spec.name, "a source of this name is registered") from exc
         return self.get(source_id)
@@ -166,6 +168,7 @@ class SourceRegistry:
             db.execute(update(sources).where(sources.c.id == current.id).values(**row))
             db.execute(delete(source_secrets).where(source_secrets.c.source_id == current.id))
             self._seal_all(db, current.id, current.name, secrets)
+            notify(db, "sources", current.name)
         return self.get(current.id)
 
     def remove(self, key: str) -> Source:
@@ -179,6 +182,7 @@ class SourceRegistry:
             db.execute(delete(source_tools).where(source_tools.c.source_id == current.id))
             db.execute(delete(source_secrets).where(source_secrets.c.source_id == current.id))
             db.execute(delete(sources).where(sources.c.id == current.id))
+            notify(db, "sources", current.name)
         return current
 
     # -- running them ----------------------------------------------------------------------------
@@ -226,6 +230,7 @@ class SourceRegistry:
             if rows:
                 db.execute(insert(source_tools), rows)
             db.execute(update(sources).where(sources.c.id == current.id).values(synced_at=now))
+            notify(db, "sources", current.name)
         return self.tools(source=current.id)
 
     def tools(self, *, source: str | None = None, search: str | None = None) -> list[SourceTool]:
