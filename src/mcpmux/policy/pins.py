@@ -281,6 +281,10 @@ class PinBook:
             pin = self._insert(tool, digest, text, approved, reason or None)
             if known == [] and listing is not None:
                 self._pin_first_listing(tool, listing(), scan)
+            if pin.hash != digest:  # another process pinned another definition first: it stands, this one waits
+                why = _joined(invisible_change(pin.definition, definition), suspicious) or "definition changed"
+                pin = self._set_pending(pin, digest, definition, why)
+                return PinVerdict(False, pin.pending_reason or "definition changed", pin)
         elif pin.hash != digest:
             if pin.pending_hash != digest:
                 suspicious = suspicion() if suspicion is not None else None
