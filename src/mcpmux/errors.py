@@ -38,6 +38,7 @@ from the builtin :class:`TimeoutError`.
     ├── ToolError                      a tool returned ``isError: true`` (exit 1)
     ├── NameCollision                  two tools map to one provider name (exit 2)
     ├── ServerUnavailable              the server is failed, disabled or its circuit is open (exit 3)
+    │   └── ServerDisabled             disabled in the configuration or at run time
     ├── Busy                           too many calls queued for one server (exit 1)
     └── PolicyError                    the guard refused a call (exit 1)
         ├── ToolDenied                 an allow/deny rule forbids the tool
@@ -54,6 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
+    "ERROR_META",
     "EXIT_AUTH",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
@@ -82,8 +84,10 @@ __all__ = [
     "PolicyError",
     "ProtocolError",
     "ProtocolVersionMismatch",
+    "RemoteError",
     "ResourceNotDeclared",
     "ResponseTooLarge",
+    "ServerDisabled",
     "ServerError",
     "ServerExited",
     "ServerNotConfigured",
@@ -101,6 +105,7 @@ __all__ = [
     "UnresolvedVariable",
     "UsageError",
     "closest",
+    "error_meta",
     "exit_code_for",
 ]
 
@@ -439,9 +444,7 @@ class OAuthError(AuthRequired):
     """
 
     def __init__(self, server: str, url: str, reason: str, *, hint: str | None = None) -> None:
-        TransportError.__init__(
-            self, server, f"OAuth: {reason} ({url})", hint=hint or f"run `mcpmux login {server}`"
-        )
+        TransportError.__init__(self, server, f"OAuth: {reason} ({url})", hint=hint or f"run `mcpmux login {server}`")
         self.url, self.status, self.body, self.reason = url, 401, "", reason
 
 
@@ -600,6 +603,17 @@ class ServerUnavailable(MCPMuxError):
         self.server, self.reason, self.retry_after_s = server, reason, retry_after_s
 
 
+class ServerDisabled(ServerUnavailable):
+    """The server is disabled (in its configuration, or at run time by an operator)."""
+
+    def __init__(self, server: str, reason: str = "disabled") -> None:
+        super().__init__(server, reason)
+        self.hint = (
+            f"enable it: `mcpmux enable {server}` (the configuration file), or at run time the console's "
+            f"Enable button, POST /api/servers/{server}/enable (scope admin) or `/mcp enable {server}` in the chat"
+        )
+
+
 class Busy(MCPMuxError):
     """Too many calls are waiting for one server."""
 
@@ -689,7 +703,29 @@ _EXIT_CODES: dict[type[BaseException], int] = {
 
 def exit_code_for(exc: BaseException) -> int:
     """Return the CLI exit code for ``exc``: the entry of its nearest class in the table."""
+    if isinstance(exc, RemoteError):
+        return exc.exit_code
     for cls in type(exc).__mro__:
         if cls in _EXIT_CODES:
             return _EXIT_CODES[cls]
     return EXIT_FAILED
+
+
+# -- errors that crossed a process boundary (the daemon) -------------------------------------
+
+ERROR_META = "io.mcpmux/error"
+"""The ``_meta`` key of a gateway's ``isError`` result that is an mcpmux error, not the tool's (:func:`error_meta`)."""
+
+
+class RemoteError(MCPMuxError):
+    """An error another mcpmux (the daemon) raised and reported with :func:`error_meta`; ``kind`` is its class."""
+
+    def __init__(self, kind: str, message: str, hint: str | None, exit_code: int) -> None:
+        super().__init__(message, hint=hint)
+        self.kind, self.exit_code = kind, exit_code
+
+
+def error_meta(exc: MCPMuxError) -> dict[str, object]:
+    """What a client needs to report ``exc`` as this process would: class, its kinds, hint, exit code."""
+    kinds = [c.__name__ for c in type(exc).__mro__ if issubclass(c, MCPMuxError)]
+    return {"type": type(exc).__name__, "kinds": kinds, "hint": exc.hint, "exit_code": exit_code_for(exc)}

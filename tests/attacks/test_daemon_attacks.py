@@ -196,3 +196,124 @@ def test_a_client_killed_mid_session_leaves_the_shared_server_serving_the_next(d
     reply = anyio.run(second_client)
     assert reply["server_pid"] == before["counter"]
     assert psutil.pid_exists(before["counter"])
+
+
+# -- the thin client (mcpmux call/read of a warm server) facing a hostile daemon socket ----------------
+
+
+class _Impostor:
+    """A same-user process on the daemon's socket answering each line with a scripted reply (a thread)."""
+
+    def __init__(self, path: Path, replies: list[bytes]) -> None:
+        import threading
+
+        self.path, self.replies, self.received = path, replies, []  # type: ignore[var-annotated]
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(str(path))
+        os.chmod(path, 0o600)
+        self.listener.listen(1)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            self._answer()
+        except OSError:  # the client hung up mid-reply, or the test closed the listener: the attack is over
+            return
+
+    def _answer(self) -> None:
+        connection, _ = self.listener.accept()
+        with connection:
+            buffer = b""
+            for reply in self.replies:
+                while b"\n" not in buffer:
+                    chunk = connection.recv(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                line, _, buffer = buffer.partition(b"\n")
+                self.received.append(json.loads(line).get("method"))
+                if reply:
+                    connection.sendall(reply)
+            connection.recv(1)  # hold the connection until the client closes it
+
+    def close(self) -> None:
+        self.listener.close()
+        if self.thread.is_alive():  # still waiting in accept(): knock once so it returns
+            try:
+                with socket.socket(socket.AF_UNIX) as knock:
+                    knock.connect(str(self.path))
+            except OSError:
+                pass
+        self.thread.join(WAIT_S)
+
+
+def _thin(path: Path, timeout_s: float = 5.0) -> object:
+    from mcpmux.config.models import Config
+    from mcpmux.daemon.thin import ThinSession
+
+    config = Config(servers=(_counter_entry(),))
+    return ThinSession(config, config.servers[0], timeout_s=timeout_s, path=path)
+
+
+ATTACHED = b'{"jsonrpc": "2.0", "id": "mcpmux", "result": {"daemon_pid": 1}}\n'
+INITIALIZED = b'{"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25", "capabilities": {}}}\n'
+
+
+@pytest.mark.parametrize(
+    "replies",
+    [
+        [b"HTTP/1.1 200 OK\r\n\r\nhello\n"],  # not JSON
+        [b"x" * (2 * 1024 * 1024)],  # an endless first line
+        [b""],  # silence: the client's own deadline
+        [b'{"jsonrpc": "2.0", "id": "mcpmux", "error": {"code": -1, "message": "no"}}\n'],
+        [ATTACHED, b'{"jsonrpc": "2.0", "id": 1, "result": ' + b"[" * 100_000 + b"\n"],  # nested garbage
+    ],
+    ids=["http", "oversized", "silent", "refused", "garbage-initialize"],
+)
+def test_the_thin_client_takes_the_ordinary_path_before_anything_is_sent(tmp_path: Path, replies: list[bytes]) -> None:
+    from mcpmux.daemon.thin import NotThin
+
+    path = tmp_path / "d.sock"
+    impostor = _Impostor(path, replies)
+    try:
+        with pytest.raises(NotThin), _thin(path, timeout_s=3.0):  # type: ignore[attr-defined]
+            pass
+    finally:
+        impostor.close()
+    assert "tools/call" not in impostor.received
+
+
+def test_a_garbled_answer_to_the_call_is_exit_3_never_a_second_call(tmp_path: Path) -> None:
+    from mcpmux.daemon.thin import ThinSession
+
+    path = tmp_path / "d.sock"
+    impostor = _Impostor(path, [ATTACHED, INITIALIZED, b"", b"{not json\n"])
+    try:
+        session = _thin(path)
+        assert isinstance(session, ThinSession)
+        with session, pytest.raises(DaemonUnavailable, match="closed before it answered tools/call"):
+            session.call("tools/call", {"name": "bump", "arguments": {}})
+    finally:
+        impostor.close()
+    assert impostor.received == ["mcpmux/attach", "initialize", "notifications/initialized", "tools/call"]
+
+
+def test_the_thin_client_refuses_a_world_writable_or_symlinked_socket(tmp_path: Path) -> None:
+    from mcpmux.daemon.thin import NotThin
+
+    path = tmp_path / "d.sock"
+    impostor = _Impostor(path, [ATTACHED])
+    try:
+        os.chmod(path, 0o666)
+        with pytest.raises(NotThin, match="lets other users in"), _thin(path):  # type: ignore[attr-defined]
+            pass
+        os.chmod(path, 0o600)
+        link = tmp_path / "link.sock"
+        link.symlink_to(path)
+        with pytest.raises(NotThin, match="symbolic link"), _thin(link):  # type: ignore[attr-defined]
+            pass
+    finally:
+        impostor.close()
+    assert impostor.received == []

@@ -37,6 +37,8 @@ ISSUE_COMMANDS = {
     "mcp prompts",
     "mcp status",
     "mcp refresh",
+    "mcp enable",
+    "mcp disable",
     "call",
     "read",
     "prompt",
@@ -224,3 +226,21 @@ async def test_approve_shows_high_scanner_findings_and_approves_only_with_yes(tm
             assert "approved 1 definition(s) of ch:read_notes" in output(chat)
             assert "ch:read_notes" in [t.name for t in session.guard.tools("ch")]
     options.store.close()
+
+
+async def test_a_server_is_disabled_and_enabled_from_the_chat(state: ChatState, tmp_path: Path) -> None:
+    repl = ChatRepl(state, tmp_path / "history")
+    await repl.handle("/mcp disable dyn")
+    assert state.session.guard.tools("dyn") == []
+    await repl.handle("/mcp disable dyn")
+    await repl.handle("/call dyn:add_tool {}")
+    await repl.handle("/mcp disable")
+    await repl.handle("/mcp disable nope")
+    text = output(state)
+    assert "disabled dyn" in text and "dyn was disabled already" in text
+    assert "unavailable: disabled at run time" in text and "/mcp enable dyn" in text  # and how to enable it
+    assert "usage: /mcp disable SERVER" in text
+    assert "nope" in text
+    await repl.handle("/mcp enable dyn")
+    assert "enabled dyn" in output(state)
+    assert [t.name for t in state.session.guard.tools("dyn") if t.name == "dyn:add_tool"] == ["dyn:add_tool"]

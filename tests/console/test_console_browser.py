@@ -172,6 +172,26 @@ def test_the_audit_log_filters_by_tool(page: object, served: Console) -> None:
     _shot(page, "audit")
 
 
+def test_a_server_is_disabled_and_enabled_again_from_its_page(page: object, served: Console) -> None:
+    page.goto(served.base + "/ui/servers/everything")  # type: ignore[attr-defined]
+    state = page.locator("[data-region=server] [data-state]")  # type: ignore[attr-defined]
+    playwright.expect(state).to_have_text("connected")
+    page.get_by_role("button", name="Disable").click()  # type: ignore[attr-defined]
+    playwright.expect(state).to_have_text("disabled")
+    region = page.locator("[data-region=server]")  # type: ignore[attr-defined]
+    playwright.expect(region).to_contain_text("disabled at run time by console:token:admin")
+    _shot(page, "server-disabled")
+    page.goto(served.base + "/ui/tools")  # type: ignore[attr-defined]
+    playwright.expect(page.get_by_role("link", name="everything:echo")).to_have_count(0)  # type: ignore[attr-defined]
+    page.goto(served.base + "/ui/servers")  # type: ignore[attr-defined]
+    playwright.expect(page.locator('tr[data-server="everything"] [data-state]')).to_have_text("disabled")  # type: ignore[attr-defined]
+    page.get_by_role("link", name="everything").click()  # type: ignore[attr-defined]
+    page.get_by_role("button", name="Enable").click()  # type: ignore[attr-defined]
+    playwright.expect(state).to_have_text("connected")
+    page.goto(served.base + "/ui/tools")  # type: ignore[attr-defined]
+    playwright.expect(page.get_by_role("link", name="everything:echo")).to_have_count(1)  # type: ignore[attr-defined]
+
+
 def test_a_phone_sized_screen_shows_the_servers(browser: object, served: Console) -> None:
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
     try:

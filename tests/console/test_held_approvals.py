@@ -104,3 +104,30 @@ async def test_no_answer_in_time_denies(tmp_path: Path) -> None:
         with anyio.fail_after(WAIT_S):
             result = await _call_get_sum(running, "agent")
     assert result.is_error
+
+
+async def test_a_rest_call_to_the_gateways_api_waits_for_a_person_too(served: Console) -> None:
+    responses: list[httpx.Response] = []
+    call = {"tool_id": "everything:get-sum", "arguments": {"a": 20, "b": 22, "api_key": "sk-secret-value"}}
+    headers = {"Authorization": f"Bearer {served.tokens['agent']}"}
+    async with httpx.AsyncClient(base_url=served.base, timeout=WAIT_S) as client:
+        login = await client.post("/ui/login", data={"secret": served.tokens["admin"]}, headers={"Origin": served.base})
+        assert login.status_code == 303
+        async with anyio.create_task_group() as tg:
+
+            async def rest() -> None:
+                async with httpx.AsyncClient(base_url=served.base, timeout=WAIT_S, headers=headers) as api:
+                    responses.append(await api.post("/api/tools/execute", json=call))
+
+            tg.start_soon(rest)
+            held, html = await _held_id(client)
+            assert "token:agent" in html and "sk-secret-value" not in html
+            csrf = re.search(r'name="csrf" value="([^"]+)"', html)
+            assert csrf is not None
+            answered = await client.post(
+                f"/ui/approvals/{held}", data={"csrf": csrf.group(1), "decision": "yes"},
+                headers={"Origin": served.base},
+            )  # fmt: skip
+            assert answered.status_code == 303
+    assert responses[0].status_code == 200, responses[0].text
+    assert "42" in str(responses[0].json()["content"])

@@ -98,6 +98,21 @@ class Daemon:
                 process.wait(STOP_TIMEOUT_S)
 
 
+def daemon_processes(runtime: Path) -> list[psutil.Process]:
+    """Every ``mcpmux daemon run`` of this user serving ``runtime`` (also those a command started on demand)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            cmdline = process.info["cmdline"] or []
+            if not {"mcpmux", "daemon", "run"} <= set(cmdline):
+                continue
+            if process.environ().get("XDG_RUNTIME_DIR") == str(runtime):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
 def _kill_tree(pid: int) -> None:
     try:
         parent = psutil.Process(pid)
@@ -133,4 +148,6 @@ def daemon_fixture(monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> Iter
     finally:
         cli("daemon", "stop")
         handle.reap()
+        for stray in daemon_processes(runtime):  # started on demand by a command (settings.daemon: auto)
+            _kill_tree(stray.pid)
         shutil.rmtree(runtime, ignore_errors=True)

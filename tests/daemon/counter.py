@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import anyio
+
 from mcpmux.testing import MockServer
 
 
@@ -15,4 +17,11 @@ def counter() -> MockServer:
         state["count"] += 1
         return f"{state['count']} pid {os.getpid()}"
 
-    return MockServer("counter").tool("bump", bump)
+    async def wait(marker: str, seconds: float) -> str:
+        """Mark that the call arrived (a file), then answer after ``seconds``."""
+        await anyio.Path(marker).write_text(str(os.getpid()), encoding="utf-8")
+        await anyio.sleep(seconds)
+        return "waited"
+
+    wait_schema = {"type": "object", "properties": {"marker": {"type": "string"}, "seconds": {"type": "number"}}}
+    return MockServer("counter").tool("bump", bump).tool("wait", wait, schema=wait_schema)

@@ -280,6 +280,7 @@ def test_a_console_session_is_served_whichever_replica_a_request_reaches(tmp_pat
     assert made.returncode == 0, made.stderr
     with replicas(tmp_path, config, 3) as served:
         bases = [s.base for s in served]
+        assert all(wait_for_peers(b, made.stdout.strip()) == ["r1", "r2", "r3"] for b in bases)
         balancer = RoundRobin(bases)
         with httpx.Client(base_url=bases[0], transport=balancer, timeout=30, follow_redirects=False) as browser:
             login = browser.post("/ui/login", data={"secret": made.stdout.strip()}, headers={"Origin": bases[0]})
@@ -288,6 +289,7 @@ def test_a_console_session_is_served_whichever_replica_a_request_reaches(tmp_pat
             for _ in range(6):
                 page = browser.get("/ui/servers")
                 assert page.status_code == 200 and "time" in page.text, page.text[:300]
+                assert re.search(r"replica r[123] of 3", page.text)  # which replica served it, and how many live
             csrf = re.search(r'name="csrf" value="([^"]+)"', browser.get("/ui/servers").text)
             assert csrf is not None
             restarted = browser.post(

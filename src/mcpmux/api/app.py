@@ -11,7 +11,7 @@ loopback bind with no token made), and then may do everything, like the person a
 import socket
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import Depends, FastAPI, Query, Request, Response
@@ -39,6 +39,7 @@ from mcpmux.sources.models import ExecutionMode, Source, SourceSpec, SourceTool
 __all__ = ["API_PREFIX", "Caller", "create_app", "register_source"]
 
 API_PREFIX = "/api"
+ServerAction = Literal["enable", "disable", "restart", "refresh"]
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"model": Problem, "description": text}
     for status, text in (
@@ -200,11 +201,16 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
     @router.get("/servers", response_model=list[ServerState])
     async def servers(who: reader) -> list[dict[str, Any]]:
         """Every server's state and the reason for it."""
-        return [
-            {"name": s.name, "type": s.type, "state": str(s.state), "reason": s.reason, "tools": s.tools,
-             "restarts": s.restarts}
-            for s in runtime_of().manager.status()
-        ]  # fmt: skip
+        return [_server_state(s) for s in runtime_of().guard.status()]
+
+    @router.post("/servers/{name}/{action}", response_model=ServerState)
+    async def server_action(name: str, action: ServerAction, who: admin) -> dict[str, Any]:
+        """Enable or disable a server at run time (the configuration file is not changed; a restart of
+        the API starts what the configuration enables), or restart or refresh it. Returns its state."""
+        guard = runtime_of().guard
+        verbs = {"enable": guard.enable, "disable": guard.disable, "restart": guard.restart, "refresh": guard.refresh}
+        await verbs[action](name, caller=who.audit_name)
+        return next(_server_state(s) for s in guard.status() if s.name == name)
 
     @router.get("/audit")
     async def audit(
@@ -221,6 +227,13 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
 
     app.include_router(router)
     return app
+
+
+def _server_state(status: Any) -> dict[str, Any]:
+    return {
+        "name": status.name, "type": status.type, "state": str(status.state), "reason": status.reason,
+        "tools": status.tools, "restarts": status.restarts,
+    }  # fmt: skip
 
 
 async def register_source(rt: ApiRuntime, body: SourceCreate, *, network_caller: bool) -> Source:

@@ -17,7 +17,7 @@ from mcpmux.config.models import Config
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import Host
 from mcpmux.manager import Manager
-from mcpmux.policy import Guard, StateStore
+from mcpmux.policy import Approver, Guard, StateStore
 from mcpmux.sources.models import Source, SourceTool
 from mcpmux.sources.registry import SourceRegistry
 from mcpmux.sources.sync import sync_source
@@ -38,6 +38,8 @@ class ApiRuntime:
         guard: policy over ``manager`` for face ``api``.
         tokens: bearer tokens (the gateway's), or ``None`` for none.
         allow_process_sources: network callers may register sources that start a process (stdio).
+        approver: asks a person when a REST call needs approval (the console's queue of held calls);
+            ``None``: such calls are refused.
     """
 
     config: Config
@@ -47,6 +49,7 @@ class ApiRuntime:
     store: StateStore
     tokens: TokenStore | None = None
     allow_process_sources: bool = False
+    approver: Approver | None = None
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     def configured(self) -> list[str]:
@@ -80,7 +83,7 @@ class ApiRuntime:
         return tools
 
     def _rebuild_guard(self) -> None:
-        self.guard = Guard(self.manager, face="api", store=self.store)
+        self.guard = Guard(self.manager, face="api", store=self.store, approver=self.approver)
 
 
 @asynccontextmanager
@@ -91,12 +94,16 @@ async def open_runtime(
     store: StateStore | None = None,
     tokens: TokenStore | None = None,
     allow_process_sources: bool = False,
+    approver: Approver | None = None,
 ) -> AsyncIterator[ApiRuntime]:
-    """Start a manager over ``config`` and the registered sources; stop it on exit."""
+    """Start a manager over ``config`` and the registered sources; stop it on exit.
+
+    ``approver`` asks a person about REST calls that need approval (``None``: they are refused).
+    """
     merged = await anyio.to_thread.run_sync(registry.with_sources, config)
     state = store or StateStore.configured(config)
-    async with Host(merged, face="api", store=state, wait=False) as host:
-        yield ApiRuntime(config, registry, host.manager, host, state, tokens, allow_process_sources)
+    async with Host(merged, face="api", store=state, wait=False, approver=approver) as host:
+        yield ApiRuntime(config, registry, host.manager, host, state, tokens, allow_process_sources, approver)
 
 
 def runtime_over(
@@ -106,7 +113,8 @@ def runtime_over(
     *,
     tokens: TokenStore | None = None,
     allow_process_sources: bool = False,
+    approver: Approver | None = None,
 ) -> ApiRuntime:
     """A runtime over a host that runs already (the gateway's, for ``mcpmux serve --http``)."""
-    guard = Guard(host.manager, face="api", store=host.store)
-    return ApiRuntime(config, registry, host.manager, guard, host.store, tokens, allow_process_sources)
+    guard = Guard(host.manager, face="api", store=host.store, approver=approver)
+    return ApiRuntime(config, registry, host.manager, guard, host.store, tokens, allow_process_sources, approver)

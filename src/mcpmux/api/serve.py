@@ -20,7 +20,7 @@ from mcpmux.gateway.run import CONSOLE_PREFIX, ByPrefix
 from mcpmux.gateway.security import Gatekeeper, HttpSecurity, SecurityMiddleware
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import Host
-from mcpmux.policy import StateStore
+from mcpmux.policy import Approver, StateStore
 from mcpmux.sources.registry import SourceRegistry
 
 __all__ = ["ConsoleFactory", "build_api", "mounted_api"]
@@ -37,6 +37,7 @@ def build_api(
     security: HttpSecurity | None = None,
     allow_process_sources: bool = False,
     console: ConsoleFactory | None = None,
+    approver: Approver | None = None,
 ) -> ASGIApp:
     """The API app, serving ``config``'s servers and ``registry``'s sources while it runs.
 
@@ -47,6 +48,7 @@ def build_api(
         security: the HTTP rules; default loopback-only with the store's tokens.
         allow_process_sources: let network callers register sources that start a process.
         console: makes the web console, served at ``/ui`` over the API's runtime (``None``: no console).
+        approver: asks a person about REST calls that need approval (the console's queue); ``None``: refused.
     """
     state = store or StateStore.configured(config)
     tokens = TokenStore(state)
@@ -56,7 +58,12 @@ def build_api(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_runtime(
-            config, registry, store=state, tokens=tokens, allow_process_sources=allow_process_sources
+            config,
+            registry,
+            store=state,
+            tokens=tokens,
+            allow_process_sources=allow_process_sources,
+            approver=approver,
         ) as runtime:
             holder.append(runtime)
             try:
@@ -81,7 +88,13 @@ def mounted_api(
     registry: SourceRegistry,
     *,
     allow_process_sources: bool = False,
+    approver: Approver | None = None,
 ) -> ASGIApp:
-    """The API over a running host, to serve beside ``/mcp`` (behind the gateway's own middleware)."""
-    runtime = runtime_over(host, config, registry, tokens=security.tokens, allow_process_sources=allow_process_sources)
+    """The API over a running host, to serve beside ``/mcp`` (behind the gateway's own middleware).
+
+    ``approver`` asks a person about REST calls that need approval (the console's queue); ``None``: refused.
+    """
+    runtime = runtime_over(
+        host, config, registry, tokens=security.tokens, allow_process_sources=allow_process_sources, approver=approver
+    )
     return create_app(lambda: runtime, Gatekeeper(security))

@@ -95,6 +95,8 @@ class ChatRepl:
                     await func(line)
                 except (MCPMuxError, slash_handlers.UsageError) as exc:
                     self.state.console.print(f"[red]Error:[/] {escape(str(exc))}")
+                    if isinstance(exc, MCPMuxError) and exc.hint:
+                        self.state.console.print(f"[dim]hint: {escape(exc.hint)}[/]")
                 finally:
                     group.cancel_scope.cancel()
         if scope.cancelled_caught:

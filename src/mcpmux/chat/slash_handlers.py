@@ -86,6 +86,29 @@ async def mcp_refresh_cmd(state: ChatState, rest: str) -> None:
     state.console.print(f"refreshed {rest.strip() or 'every server'}")
 
 
+@slash("mcp disable", "server")
+async def mcp_disable_cmd(state: ChatState, rest: str) -> None:
+    """Stop a server and hide its tools from the model until /mcp enable (this session only)."""
+    name = _server_argument(rest, "disable")
+    changed = await state.session.guard.disable(name)
+    state.console.print(f"disabled {escape(name)}" if changed else f"{escape(name)} was disabled already")
+
+
+@slash("mcp enable", "server")
+async def mcp_enable_cmd(state: ChatState, rest: str) -> None:
+    """Start a disabled server again; its tools come back."""
+    name = _server_argument(rest, "enable")
+    changed = await state.session.guard.enable(name)
+    state.console.print(f"enabled {escape(name)}" if changed else f"{escape(name)} was enabled already")
+
+
+def _server_argument(rest: str, verb: str) -> str:
+    name = rest.strip()
+    if not name or " " in name:
+        raise UsageError(f"usage: /mcp {verb} SERVER")
+    return name
+
+
 @slash("call", "server:tool {json}")
 async def call_cmd(state: ChatState, rest: str) -> None:
     """Call a tool yourself (policy and approval apply)."""

@@ -72,10 +72,12 @@ def api_cmd(
         host, TokenStore(store), require_auth=not is_loopback(host), allow_hosts=allow_host,
         allow_origins=allow_origin, max_body_bytes=4 * 1024 * 1024, option="--http",
     )  # fmt: skip
-    console = None if no_ui else _console(security, config)
+    pending = None if no_ui else _pending(config)
+    console = None if no_ui else _console(security, config, pending)
     app = build_api(
-        config, registry, store=store, security=security, allow_process_sources=allow_process_sources, console=console
-    )
+        config, registry, store=store, security=security, allow_process_sources=allow_process_sources,
+        console=console, approver=pending,
+    )  # fmt: skip
     server = uvicorn.Server(
         uvicorn.Config(
             app,
@@ -106,21 +108,28 @@ def api_cmd(
         store.close()
 
 
-def _console(security: Any, config: Any) -> Any:
+def _pending(config: Any) -> Any:
+    """The queue where calls that need approval wait for a person at the console (``gateway_approvers.console``).
+
+    REST callers' calls wait there as the gateway's do, and the console's own; ``None`` refuses them.
+    """
+    from mcpmux.policy.pending import PendingApprovals
+
+    approvers = config.security.gateway_approvers
+    return PendingApprovals(approvers.console_timeout_s, config.secret_values) if approvers.console else None
+
+
+def _console(security: Any, config: Any, pending: Any) -> Any:
     """The console over the API's runtime; prints the console key while no token exists."""
     import secrets
 
     from mcpmux.console import build_console
-    from mcpmux.policy.pending import PendingApprovals
 
     key = secrets.token_urlsafe(24)
     if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
         click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
 
     def factory(runtime_of: Any, rules: Any) -> Any:
-        # The console's own calls that need approval wait there for a person (REST callers are refused as before).
-        approvers = config.security.gateway_approvers
-        pending = PendingApprovals(approvers.console_timeout_s, config.secret_values) if approvers.console else None
         return build_console(lambda: runtime_of().guard, rules, key=key, sources=runtime_of, pending=pending)
 
     return factory

@@ -206,7 +206,7 @@ def _api_factory(config: Config, db_url: str | None) -> Any:
     from mcpmux.sources.registry import SourceRegistry
 
     registry = SourceRegistry.configured(config, db_url)
-    return lambda host, security: mounted_api(host, security, config, registry)
+    return lambda host, security, approver: mounted_api(host, security, config, registry, approver=approver)
 
 
 def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
@@ -217,7 +217,7 @@ def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
 
     key = secrets.token_urlsafe(24)
 
-    def factory(host: Any, security: Any, pending: Any) -> Any:
+    def factory(host: Any, security: Any, pending: Any, replica: Any = None) -> Any:
         from mcpmux.api.runtime import runtime_over
         from mcpmux.sources.registry import SourceRegistry
 
@@ -225,7 +225,7 @@ def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
         sources = None if registry is None else runtime_over(host, config, registry, tokens=security.tokens)
         if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
             click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
-        return build_console(host, security, pending=pending, key=key, sources=lambda: sources)
+        return build_console(host, security, pending=pending, key=key, sources=lambda: sources, replica=replica)
 
     return factory
 

@@ -252,9 +252,14 @@ def call_cmd(
     KEY:=JSON insists on JSON. Arguments that do not match the tool's input schema are refused
     before anything is sent (exit 2, naming the argument); --no-validate sends them anyway.
     """
-    from mcpmux.cli.approval import approve_this_invocation
-
     args = call_arguments(arguments, args_file)
+    if timeout is None and not (no_validate or no_cache):
+        from mcpmux.cli.thin import thin_call
+
+        wire = thin_call(name, args, yes=yes)  # a warm server in the daemon: no SDK, no manager here
+        if wire is not None:
+            return _print_wire_result(name, wire)
+    from mcpmux.cli.approval import approve_this_invocation
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         render.print_progress(progress, total, message)
@@ -281,12 +286,40 @@ def call_cmd(
     return EXIT_OK
 
 
+def _print_wire_result(name: str, wire: JSONObject) -> int:
+    """A ``tools/call`` result as the daemon sent it, printed as :func:`call_cmd` prints the SDK's."""
+    from mcpmux.daemon.thin import Wire
+
+    if state().json:
+        import mcp_types
+
+        emit(render.dump(mcp_types.CallToolResult.model_validate(wire)))
+    else:
+        render.print_tool_result(Wire(wire))  # type: ignore[arg-type]  # read like the SDK's model
+    if wire.get("isError"):
+        sys.stderr.write(f"Error: tool {name!r} reported an error\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 @click.command("read")
 @click.argument("server", shell_complete=complete_servers)
 @click.argument("uri")
 @json_option
 def read_cmd(server: str, uri: str) -> None:
     """Read resource URI of SERVER and print its contents."""
+    from mcpmux.cli.thin import thin_read
+    from mcpmux.daemon.thin import Wire
+
+    wire = thin_read(server, uri)  # a warm server in the daemon: no SDK, no manager here
+    if wire is not None:
+        if state().json:
+            import mcp_types
+
+            emit(render.dump(mcp_types.ReadResourceResult.model_validate(wire)))
+        else:
+            render.print_resource_contents(Wire(wire))  # type: ignore[arg-type]  # read like the SDK's model
+        return
 
     async def body(config: Config) -> Any:
         config.server(server)

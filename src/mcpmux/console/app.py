@@ -10,7 +10,7 @@ no caching. Templates autoescape everything: a tool's description or result is t
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from importlib.resources import files
 from typing import Any
 
@@ -38,6 +38,7 @@ def build_console(
     pending: PendingApprovals | None = None,
     key: str | None = None,
     sources: Callable[[], Any] | None = None,
+    replica: Callable[[], Mapping[str, Any] | None] | None = None,
 ) -> ASGIApp:
     """The console at ``/ui`` over ``guard`` (the paths keep their ``/ui`` prefix).
 
@@ -48,10 +49,11 @@ def build_console(
         pending: where calls wait for a person (``None``: no held approvals here).
         key: the console key that signs in while no token exists (``None``: sign-in needs a token).
         sources: returns the REST API's runtime, for the sources page (``None``: not shown).
+        replica: returns this gateway's replica and its peers (``None``: not a replica), shown in the header.
     """
     ctx = ConsoleContext(
         (lambda: guard) if isinstance(guard, Guard) else guard, pending, Sessions(Gatekeeper(security), key),
-        templates(), sources or (lambda: None),
+        templates(), sources or (lambda: None), replica or (lambda: None),
     )  # fmt: skip
 
     def bound(

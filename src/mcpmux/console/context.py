@@ -6,7 +6,7 @@ The rules they enforce are described in :mod:`mcpmux.console.app`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any
@@ -63,6 +63,8 @@ class ConsoleContext:
     sessions: Sessions
     templates: jinja2.Environment
     sources_of: Callable[[], Any] = lambda: None
+    replica_of: Callable[[], Mapping[str, Any] | None] = lambda: None
+    """This gateway as a replica (``Cluster.to_json()``: its id and live peers), ``None`` when alone."""
     measured: dict[tuple[str, int | None], tuple[float, dict[str, Any]]] = field(default_factory=dict)
     """Each server's usage and call stats, kept a few seconds (see :mod:`mcpmux.console.pages`)."""
 
@@ -82,7 +84,9 @@ class ConsoleContext:
         """The template ``name`` as an HTML response."""
         page = self.templates.get_template(name)
         held = len(self.pending.held()) if self.pending is not None else 0
-        html = page.render(request=request, session=session, prefix=PREFIX, held_count=held, **values)
+        html = page.render(
+            request=request, session=session, prefix=PREFIX, held_count=held, replica=self.replica_of(), **values
+        )
         return HTMLResponse(html, status_code=status)
 
 

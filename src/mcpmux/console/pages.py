@@ -12,9 +12,10 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
+import anyio.to_thread
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -29,6 +30,7 @@ from mcpmux.console.forms import RAW_FIELD, arguments_from, fields_of
 from mcpmux.console.render import blocks_of
 from mcpmux.console.sessions import COOKIE, Session, same_origin
 from mcpmux.errors import MCPMuxError, NotFound, UsageError
+from mcpmux.manager import ServerState
 from mcpmux.manager.usage import process_usage
 from mcpmux.policy import Answer
 from mcpmux.policy.audit import AuditRow
@@ -42,6 +44,7 @@ SEARCH_LIMIT = 50
 STATS_ROWS = 100
 MEASURE_TTL_S = 5.0
 MEASURE_LIMIT = 1000
+_T = TypeVar("_T")
 ANSWERS = {"yes": Answer.YES, "always-tool": Answer.ALWAYS_TOOL, "no": Answer.NO}
 
 
@@ -121,7 +124,8 @@ def _measure(ctx: ConsoleContext, status: Any) -> dict[str, Any]:
 def _server_view(ctx: ConsoleContext, status: Any) -> dict[str, Any]:
     config = ctx.guard.config.server(status.name)
     return {
-        "status": status, "max_rss_mb": getattr(config, "max_rss_mb", None), "enabled": config.enabled,
+        "status": status, "max_rss_mb": getattr(config, "max_rss_mb", None),
+        "enabled": status.state is not ServerState.DISABLED, "in_config": config.enabled,
         **_measure(ctx, status),
     }  # fmt: skip
 
@@ -148,12 +152,12 @@ async def server_action(ctx: ConsoleContext, request: Request, session: Session)
     name, action = request.path_params["name"], request.path_params["action"]
     if name not in ctx.guard.servers:
         raise NotFound("server", name, [])
-    if action == "restart":
-        await ctx.guard.restart(name, caller=_caller(session))
-    elif action == "refresh":
-        await ctx.guard.refresh(name, caller=_caller(session))
-    else:
-        raise UsageError(f"unknown action {action!r}", hint="restart or refresh")
+    guard = ctx.guard
+    verbs = {"restart": guard.restart, "refresh": guard.refresh, "enable": guard.enable, "disable": guard.disable}
+    verb = verbs.get(action)
+    if verb is None:
+        raise UsageError(f"unknown action {action!r}", hint="restart, refresh, enable or disable")
+    await verb(name, caller=_caller(session))
     return _back(f"/servers/{quote(name)}")
 
 
@@ -293,6 +297,15 @@ async def pin_approve(ctx: ConsoleContext, request: Request, session: Session) -
 
 # -- audit -------------------------------------------------------------------------------------
 
+
+async def _off_the_loop(work: Callable[[], _T]) -> _T:
+    """Run ``work`` in a worker thread: a read of the audit log first waits for the appender to write its
+    queue, and rendering many rows is long; on the event loop both would hold every ``/mcp`` call
+    (``bench/bench_console_stall.py``). The servers pages stay on the loop: their figures are kept a few
+    seconds, and a thread's hand-off cost more there than it saved (measured)."""
+    return await anyio.to_thread.run_sync(work)
+
+
 AUDIT_FILTERS = ("since", "until", "caller", "server", "tool", "outcome")
 
 
@@ -323,27 +336,33 @@ async def audit(ctx: ConsoleContext, request: Request, session: Session) -> Resp
         number = max(1, int(request.query_params.get("page", "1")))
     except ValueError:
         number = 1
-    rows, given = _audit_rows(ctx, request, PAGE_SIZE + 1, (number - 1) * PAGE_SIZE)
+    rows, given = await _off_the_loop(lambda: _audit_rows(ctx, request, PAGE_SIZE + 1, (number - 1) * PAGE_SIZE))
     filters = urlencode({k: v for k, v in given.items() if v})
-    return ctx.render(request, session, "audit.html", rows=rows[:PAGE_SIZE], more=len(rows) > PAGE_SIZE,
-                      page=number, given=given, filters=filters, title="Audit")  # fmt: skip
+    return await _off_the_loop(
+        lambda: ctx.render(request, session, "audit.html", rows=rows[:PAGE_SIZE], more=len(rows) > PAGE_SIZE,
+                           page=number, given=given, filters=filters, title="Audit")
+    )  # fmt: skip
 
 
 @page("read")
 async def audit_export(ctx: ConsoleContext, request: Request, session: Session) -> Response:
     if request.path_params["fmt"] not in ("csv", "json"):
         raise NotFound("export format", request.path_params["fmt"], ["csv", "json"])
-    rows, _ = _audit_rows(ctx, request, EXPORT_LIMIT, 0)
+    fmt = request.path_params["fmt"]
+    disposition = {"Content-Disposition": f"attachment; filename=mcpmux-audit.{fmt}"}
+    return await _off_the_loop(lambda: _export(_audit_rows(ctx, request, EXPORT_LIMIT, 0)[0], fmt, disposition))
+
+
+def _export(rows: list[AuditRow], fmt: str, headers: dict[str, str]) -> Response:
     data = [r.to_json() for r in rows]
-    disposition = {"Content-Disposition": f"attachment; filename=mcpmux-audit.{request.path_params['fmt']}"}
-    if request.path_params["fmt"] == "json":
-        return JSONResponse(data, headers=disposition)
+    if fmt == "json":
+        return JSONResponse(data, headers=headers)
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(AuditRow.__dataclass_fields__))
     writer.writeheader()
     for row in data:
         writer.writerow({k: json.dumps(v) if k == "args" else v for k, v in row.items()})
-    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=disposition)
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
 
 
 # -- sources -----------------------------------------------------------------------------------

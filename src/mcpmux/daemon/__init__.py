@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING
 from mcpmux._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from mcpmux.daemon.attach import Attach as Attach
+    from mcpmux.daemon.attach import Attach as Attach, daemon_mode as daemon_mode
     from mcpmux.daemon.client import (
         DaemonClient as DaemonClient,
         connection_factory as connection_factory,
-        daemon_mode as daemon_mode,
         request as request,
         start_daemon as start_daemon,
     )

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from pydantic import SecretStr
 
-from mcpmux.config.models import SecurityConfig, ServerConfig, Settings, StdioServerConfig
+from mcpmux.config.models import Config, DaemonMode, SecurityConfig, ServerConfig, Settings, StdioServerConfig
 from mcpmux.json_shapes import JSONObject
 
 __all__ = [
@@ -36,15 +37,19 @@ __all__ = [
     "STATUS",
     "STOP",
     "Attach",
+    "daemon_mode",
     "error_reply",
+    "origin_of",
     "request_line",
     "result_reply",
+    "servable",
 ]
 
 ATTACH, STATUS, STOP = "mcpmux/attach", "mcpmux/status", "mcpmux/stop"
 REQUEST_ID = "mcpmux"
 # The first line is read before anything else is known about the client: kept small.
 MAX_ATTACH_BYTES = 1024 * 1024
+_MODES: tuple[DaemonMode, ...] = ("auto", "on", "off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,29 @@ class Attach:
             security=SecurityConfig(**params.get("security", {})),
             answers=tuple(sorted({str(a) for a in params.get("answers", ())} & {"elicitation", "sampling"})),
         )
+
+
+def daemon_mode(config: Config, override: str | None = None) -> DaemonMode:
+    """The mode in force: ``override`` (the command line), else ``MCPMUX_DAEMON``, else the settings."""
+    for candidate in (override, os.environ.get("MCPMUX_DAEMON")):
+        if candidate in _MODES:
+            return candidate
+    return config.settings.daemon
+
+
+def servable(server: ServerConfig) -> bool:
+    """Whether ``server`` goes through the daemon: a resolved stdio entry that may be kept and shared.
+
+    ``share: per-call`` and ``lifecycle: transient`` entries are never kept: the command starts them.
+    """
+    share = getattr(server, "share", "per-call")
+    kept = share != "per-call" and getattr(server, "lifecycle", "singleton") != "transient"
+    return server.type == "stdio" and kept and server.unresolved_error() is None
+
+
+def origin_of(config: Config) -> str:
+    """Which client configuration an attach comes from: its last file and the working directory."""
+    return f"{config.sources[-1] if config.sources else ''}@{Path.cwd()}"
 
 
 def request_line(method: str, params: JSONObject | None = None) -> bytes:

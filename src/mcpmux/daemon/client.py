@@ -8,8 +8,9 @@ guard, rendering), so a command prints the same with and without the daemon. Mod
 
 - ``auto``: use the daemon when one runs; when none runs, or it cannot serve a server, that server
   is started here as before (logged at INFO);
-- ``on``: the daemon is required, and started in the background when none runs; a failure is a
-  :class:`~mcpmux.errors.DaemonUnavailable` (exit 3);
+- ``on``: the daemon is required, and started in the background when none runs (two commands
+  starting it at once get one daemon: the lock file decides; a socket that is not this user's
+  alone is never replaced); a failure is a :class:`~mcpmux.errors.DaemonUnavailable` (exit 3);
 - ``off``: never.
 """
 
@@ -32,7 +33,16 @@ from anyio.streams.buffered import BufferedByteStream
 
 from mcpmux.config.display import redact
 from mcpmux.config.models import Config, DaemonMode, ServerConfig, Settings
-from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, STATUS, Attach, request_line
+from mcpmux.daemon.attach import (
+    ATTACH,
+    MAX_ATTACH_BYTES,
+    STATUS,
+    Attach,
+    daemon_mode,
+    origin_of,
+    request_line,
+    servable,
+)
 from mcpmux.daemon.paths import check_owned, log_path, socket_path
 from mcpmux.errors import DaemonUnavailable
 from mcpmux.json_shapes import JSONObject
@@ -60,15 +70,6 @@ logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 20.0
 REPLY_TIMEOUT_S = 60.0  # the first attach of a server waits for it to start (npx can take seconds)
-_MODES: tuple[DaemonMode, ...] = ("auto", "on", "off")
-
-
-def daemon_mode(config: Config, override: str | None = None) -> DaemonMode:
-    """The mode in force: ``override`` (the command line), else ``MCPMUX_DAEMON``, else the settings."""
-    for candidate in (override, os.environ.get("MCPMUX_DAEMON")):
-        if candidate in _MODES:
-            return candidate
-    return config.settings.daemon
 
 
 def connection_factory(config: Config, override: str | None = None, *, client: str = "cli") -> ConnectionFactory | None:
@@ -150,8 +151,9 @@ async def start_daemon(linger_s: float | None = None) -> JSONObject:
     """
     try:
         return await request(STATUS)
-    except DaemonUnavailable:
-        pass
+    except DaemonUnavailable as exc:
+        if not isinstance(exc.__cause__, FileNotFoundError | ConnectionRefusedError):
+            raise  # a socket that is not this user's alone, or a daemon that did not answer: not ours to replace
     await anyio.to_thread.run_sync(spawn_daemon, linger_s)
     with anyio.move_on_after(START_TIMEOUT_S):
         while True:
@@ -167,7 +169,7 @@ class DaemonClient:
 
     def __init__(self, config: Config, mode: DaemonMode, *, client: str = "cli") -> None:
         self.config, self.mode, self.client = config, mode, client
-        self.origin = f"{config.sources[-1] if config.sources else ''}@{Path.cwd()}"
+        self.origin = origin_of(config)
         self._ensure_lock = anyio.Lock()
         self._unavailable: DaemonUnavailable | None = None
         self._running = False
@@ -183,13 +185,8 @@ class DaemonClient:
 
     @staticmethod
     def serves(server: ServerConfig) -> bool:
-        """Whether ``server`` goes through the daemon: a resolved stdio entry that may be kept and shared.
-
-        ``share: per-call`` and ``lifecycle: transient`` entries are never kept: the command starts them.
-        """
-        share = getattr(server, "share", "per-call")
-        kept = share != "per-call" and getattr(server, "lifecycle", "singleton") != "transient"
-        return server.type == "stdio" and kept and server.unresolved_error() is None
+        """Whether ``server`` goes through the daemon (:func:`~mcpmux.daemon.attach.servable`)."""
+        return servable(server)
 
     @asynccontextmanager
     async def open(
@@ -239,8 +236,11 @@ class DaemonClient:
             if self._running:
                 return
             try:
-                # ``auto`` uses a running daemon; only ``on`` starts one (no command leaves a
-                # background process behind unless asked to).
+                # ``auto`` uses a running daemon; only ``on`` starts one. Starting it under ``auto``
+                # too is one line here, held back: commands run with a stripped environment (test
+                # helpers drop MCPMUX_* and XDG_*) started daemons in the shared /tmp/mcpmux-UID,
+                # which then served other environments' commands (a chained-approval test hung on
+                # a daemon another test had started; with its own runtime directory it passes).
                 await (start_daemon() if self.mode == "on" else request(STATUS))
             except DaemonUnavailable as exc:
                 self._unavailable = exc

@@ -471,13 +471,22 @@ class Forwarder:
         request = client.build_request(scope["method"], url, headers=headers, content=body)
         try:
             response = await client.send(request, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            # Nothing reached it: it is gone (or going), and nothing ran there.
             logger.info("replica %s (%s) did not answer a forwarded request: %s", owner, replica.advertise, exc)
             self.cluster.forget(owner)
             if console:  # served here: the person signs in again
                 await self.app(scope, _replay(body, receive), send)
                 return
             await self._gone(owner, scope, body, send, receive, session=session)
+            return
+        except httpx.HTTPError as exc:
+            # It had the request and broke off before answering: it may have run it, so it is not
+            # sent anywhere else (at most once); the client is told, as a balancer would tell it.
+            logger.info("replica %s (%s) broke off a forwarded request: %s", owner, replica.advertise, exc)
+            self.cluster.forget(owner)
+            message = f"replica {owner}, which holds this session or call, broke off before answering ({exc!r})"
+            await _error(send, 502, message)
             return
         stats = self.cluster.stats.forwarded
         stats[owner] = stats.get(owner, 0) + 1
@@ -506,12 +515,16 @@ class Forwarder:
             await self.app(scope, _replay(body, receive), send)
             return
         # The spec's answer for a session that no longer exists: the client starts a new one.
-        message = f"Session not found: replica {owner} that held it is gone; initialize a new session"
-        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-        payload = json.dumps(error).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-        await send({"type": "http.response.start", "status": 404, "headers": headers})
-        await send({"type": "http.response.body", "body": payload, "more_body": False})
+        await _error(send, 404, f"Session not found: replica {owner} that held it is gone; initialize a new session")
+
+
+async def _error(send: Send, status: int, message: str) -> None:
+    """A JSON-RPC error (no request id) with the HTTP ``status``."""
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600 if status == 404 else -32603, "message": message}}
+    payload = json.dumps(error).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
 async def _body(receive: Receive) -> bytes:

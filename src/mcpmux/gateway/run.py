@@ -41,7 +41,7 @@ from mcpmux.gateway.security import Admitted, Gatekeeper, HttpSecurity, is_loopb
 from mcpmux.gateway.server import Gateway
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import ConnectionFactory, Host
-from mcpmux.policy import Guard, StateStore, ToolScope
+from mcpmux.policy import Approver, Guard, StateStore, ToolScope
 from mcpmux.policy.pending import PendingApprovals
 from mcpmux.policy.toolsets import Toolset, toolset_named
 from mcpmux.provider_names import DEFAULT_SEPARATOR
@@ -71,11 +71,13 @@ class ServeOptions:
     ws_security: HttpSecurity | None = None
     separator: str = DEFAULT_SEPARATOR
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
-    api: Callable[[Host, HttpSecurity], ASGIApp] | None = None
+    api: Callable[[Host, HttpSecurity, Approver | None], ASGIApp] | None = None
     """Makes the REST API over the gateway's host, served beside ``/mcp`` (``None``: no API)."""
-    console: Callable[[Host, HttpSecurity, PendingApprovals | None], ASGIApp] | None = None
-    """Makes the web console over the gateway's host, served at ``/ui`` (``None``: no console). With it,
-    and ``security.gateway_approvers.console``, a call its own client cannot approve waits there for a person."""
+    console: Callable[..., ASGIApp] | None = None
+    """Makes the web console over the gateway's host, served at ``/ui`` (``None``: no console), called
+    as ``console(host, security, pending)``, and with ``replica=`` (what returns this replica and its
+    peers) on a replica. With it, and ``security.gateway_approvers.console``, a call its own client
+    cannot approve waits there for a person."""
     agents: tuple[str, ...] = ()
     """Serve only these configured agents, each as the tool ``ask_NAME`` (``mcpmux serve --agent``)."""
     functions: tuple[Callable[..., Any], ...] = ()
@@ -302,10 +304,10 @@ def _with_apps(
     assert options.http is not None
     security = options.http.security
     console: ASGIApp | None = None
+    pending: PendingApprovals | None = None
     if options.console is not None:
         security = replace(security, own_auth_prefixes=(*security.own_auth_prefixes, CONSOLE_PREFIX))
         approvers = host.config.security.gateway_approvers
-        pending = None
         if approvers.console:
             board = None if cluster is None else SharedHeld(cluster)
             pending = PendingApprovals(approvers.console_timeout_s, host.config.secret_values, board=board)
@@ -313,8 +315,10 @@ def _with_apps(
                 cluster.on("held", pending.heard)
                 cluster.on("answered", pending.heard)
             downstream.relay.held = pending
-        console = options.console(host, security, pending)
-    api = options.api(host, security) if options.api is not None else None
+        shown = {} if cluster is None else {"replica": cluster.to_json}
+        console = options.console(host, security, pending, **shown)
+    # REST callers' calls that need approval wait in the console's queue too (None: refused).
+    api = options.api(host, security, pending) if options.api is not None else None
     extra = api if console is None else ByPrefix(CONSOLE_PREFIX, console, api)
     return replace(options.http, security=security, extra=extra, cluster=cluster)
 

@@ -45,7 +45,7 @@ from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 
 from mcpmux import __version__
 from mcpmux._private.mcp_sdk import OpenTelemetryMiddleware
-from mcpmux.errors import MCPMuxError, ServerError, ToolNotFound
+from mcpmux.errors import ERROR_META, MCPMuxError, ServerDisabled, ServerError, ToolNotFound, error_meta
 from mcpmux.gateway.caller import approver_of, caller_of
 from mcpmux.gateway.discovery import CALL_TOOL, SEARCH_TOOLS, Discovery, call_arguments
 from mcpmux.gateway.downstream import Downstream
@@ -53,7 +53,7 @@ from mcpmux.gateway.metrics import Metrics
 from mcpmux.gateway.relay import RELAY_TIMEOUT_S, UNVERIFIED, Asker, LiveCall
 from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
 from mcpmux.gateway.surface import Surface, build_surface
-from mcpmux.manager import ToolInfo
+from mcpmux.manager import ServerState, ToolInfo
 from mcpmux.manager.events import ListChanged, StateChanged
 from mcpmux.policy import Guard
 from mcpmux.policy.toolsets import Toolset
@@ -283,7 +283,14 @@ class Gateway:
         if listing.searching and params.name == CALL_TOOL:
             name, arguments = call_arguments(params.arguments)
             params = params.model_copy(update={"name": name, "arguments": arguments})
-        tool = _lookup(surface.tool, params.name, types.INVALID_PARAMS)
+        try:
+            tool = _lookup(surface.tool, params.name, types.INVALID_PARAMS)
+        except MCPError:
+            disabled = self._disabled_for(params.name)
+            if disabled is None:
+                raise
+            text = f"{disabled}\nhint: {disabled.hint}"
+            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
         started, outcome = time.perf_counter(), "error"
         self._in_flight += 1
         try:
@@ -297,12 +304,23 @@ class Gateway:
             raise MCPError(exc.code, exc.error_message, exc.data) from exc
         except MCPMuxError as exc:
             message = f"{exc}\nhint: {exc.hint}" if exc.hint else str(exc)
-            return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+            meta = {ERROR_META: error_meta(exc)}  # what it was, for an mcpmux client (mcpmux.daemon.thin)
+            return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True, meta=meta)
         finally:
             self._in_flight -= 1
             if not self._in_flight:
                 self._idle.set()
             self.metrics.observe_call(tool.server, tool.tool, outcome, time.perf_counter() - started)
+
+    def _disabled_for(self, name: str) -> ServerDisabled | None:
+        """Why a call to ``name`` fails when its namespace is a disabled server's (whose tools left the list)."""
+        namespace, separator, _ = name.partition(self.separator)
+        if not separator:
+            return None
+        for status in self.guard.status():
+            if status.state is ServerState.DISABLED and self.guard.config.server(status.name).namespace == namespace:
+                return ServerDisabled(status.name, status.reason)
+        return None
 
     async def _call(
         self, ctx: Ctx, params: types.CallToolRequestParams, tool: ToolInfo

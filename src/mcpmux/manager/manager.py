@@ -32,6 +32,7 @@ from mcpmux.errors import (
     ConfigError,
     ConfigProblem,
     MCPMuxError,
+    ServerDisabled,
     ServerNotConfigured,
     ServerUnavailable,
     SessionExpired,
@@ -59,6 +60,8 @@ DEFAULT_CONNECT_CONCURRENCY = 16
 START_SLACK_S = 15.0
 """Added to each wave of connects when bounding the start-up wait (handshake grace, closing a failed try)."""
 LISTINGS = 4
+STOP_WAIT_S = 30.0
+"""Bound on a disable: the connection's own close is bounded (stdin closed, then signals to the group)."""
 """Requests a server's first listing makes (tools, resources, templates, prompts), each under its timeout."""
 
 
@@ -331,6 +334,7 @@ class Manager:
             ToolNotFound: no such tool (the closest names are suggested).
             ServerUnavailable: the name's namespace belongs to a server whose tools are unknown
                 (it never listed, e.g. it failed to start): the reason is its failure.
+            ServerDisabled: the name's namespace belongs to a disabled server.
         """
         try:
             return self.registry.resolve_tool(name)
@@ -338,6 +342,8 @@ class Manager:
             # Only to explain the failure better: the namespace of a server that never listed.
             namespace = name.partition(":")[0]
             for supervisor in self._supervisors.values():
+                if supervisor.config.namespace == namespace and supervisor.disabled:
+                    raise ServerDisabled(supervisor.name, supervisor.disabled_reason) from None
                 if supervisor.config.namespace == namespace and self.registry.catalog(supervisor.name) is None:
                     cause = supervisor.last_error
                     unavailable = ServerUnavailable(
@@ -504,12 +510,51 @@ class Manager:
         )
 
     async def restart(self, name: str) -> None:
-        """Close and reconnect ``name``; wait for the new attempt."""
+        """Close and reconnect ``name``; wait for the new attempt.
+
+        Raises:
+            ServerDisabled: the server is disabled (enable it instead).
+        """
         supervisor = self.supervisor(name)
+        if supervisor.disabled:
+            raise ServerDisabled(name, supervisor.disabled_reason)
         mark = supervisor.attempts
         supervisor.restart()
         with anyio.move_on_after(self._start_wait_s([supervisor])):
             await supervisor.wait_attempt(mark)
+
+    async def disable(self, name: str, reason: str = "disabled at run time") -> bool:
+        """Stop ``name`` and keep it stopped until :meth:`enable`: its child is reaped, its tools,
+        resources and prompts leave the index (listeners get ``ListChanged``), its calls fail with
+        :class:`~mcpmux.errors.ServerDisabled`. Return whether it was enabled.
+
+        Kept in memory only: the configuration file is not touched, and a new manager starts the
+        servers its configuration enables.
+
+        Raises:
+            ServerNotConfigured: no such server.
+        """
+        supervisor = self.supervisor(name)
+        changed = supervisor.disable(reason)
+        with anyio.fail_after(STOP_WAIT_S):
+            await supervisor.wait_disabled()
+        return changed
+
+    async def enable(self, name: str) -> bool:
+        """Enable ``name`` again (or for the first time, when its configuration disables it) and
+        start it; wait for its first attempt like :meth:`restart`. Return whether it was disabled.
+
+        Raises:
+            ServerNotConfigured: no such server.
+        """
+        supervisor = self.supervisor(name)
+        mark = supervisor.attempts
+        if not supervisor.enable():
+            return False
+        supervisor.want()
+        with anyio.move_on_after(self._start_wait_s([supervisor])):
+            await supervisor.wait_attempt(mark)
+        return True
 
     async def refresh(self, name: str | None = None) -> None:
         """Connect (if needed) and re-list ``name`` (or every enabled server), storing the fresh lists.
@@ -517,7 +562,7 @@ class Manager:
         Raises:
             the connection error of a named server that cannot be reached.
         """
-        targets = [self.supervisor(name)] if name else [s for s in self._supervisors.values() if s.config.enabled]
+        targets = [self.supervisor(name)] if name else [s for s in self._supervisors.values() if not s.disabled]
         errors: list[MCPMuxError] = []
 
         async def one(supervisor: Supervisor) -> None:

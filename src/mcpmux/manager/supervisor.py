@@ -30,6 +30,7 @@ from mcpmux.errors import (
     MCPMuxError,
     MCPTimeoutError,
     ProtocolVersionMismatch,
+    ServerDisabled,
     ServerUnavailable,
     TransportError,
 )
@@ -97,6 +98,9 @@ class Supervisor:
         self.connected_at: float | None = None
         self.connects = 0
         self._want = False
+        self._disabled = not config.enabled
+        self._disabled_reason = "disabled in the configuration"
+        self._withdrawn = anyio.Event()
         self._stopping = False
         self._restart = False
         self._memory_restart = False
@@ -131,9 +135,57 @@ class Supervisor:
 
     def want(self) -> None:
         """Ask for a live connection: start now, or cut a reconnect wait short."""
-        if self.state is not ServerState.DISABLED:
+        if not self._disabled:
             self._want = True
             self._wake.set()
+
+    @property
+    def disabled(self) -> bool:
+        """Whether the server is disabled (by its configuration or at run time): no connection, no tools."""
+        return self._disabled
+
+    @property
+    def disabled_reason(self) -> str:
+        """Why the server is disabled (meaningful while :attr:`disabled`)."""
+        return self._disabled_reason
+
+    def disable(self, reason: str = "disabled at run time") -> bool:
+        """Stop the server and keep it stopped until :meth:`enable`; say whether it was enabled.
+
+        The run loop closes the connection (the child is stopped and reaped), empties the server's
+        lists in the index and sets the state ``disabled`` (:meth:`wait_disabled`); new calls fail
+        at once, calls in flight end with the connection.
+        """
+        if self._disabled:
+            return False
+        self._disabled, self._want, self._disabled_reason = True, False, reason
+        self._withdrawn = anyio.Event()
+        self._interrupt.set()
+        self._wake.set()
+        if self._session_scope is not None and self.connection is None:
+            self._session_scope.cancel()  # mid-connect: a disabled server must not come up
+        return True
+
+    async def wait_disabled(self) -> None:
+        """Wait until a :meth:`disable` took effect: connection closed, lists emptied, state ``disabled``."""
+        while self._disabled and not self._ended and self.state is not ServerState.DISABLED:
+            await self._withdrawn.wait()
+
+    def enable(self) -> bool:
+        """Allow connections again (the caller asks for one with :meth:`want`); say whether it was disabled."""
+        if not self._disabled:
+            return False
+        self._disabled = False
+        self._withdrawn.set()  # a disable not yet in effect is overtaken: its waiters go on
+        if self._session_scope is not None:
+            self._restart = True  # that disable is still ending the session: the loop connects again at once
+        else:
+            self._fresh_interrupt()  # no session saw that disable's interrupt: the next one must not
+        self.breaker = CircuitBreaker()  # failures from before the disable say nothing about the next start
+        self.last_error = None
+        if self.state is ServerState.DISABLED:
+            self._set(ServerState.CONFIGURED, "enabled")
+        return True
 
     def restart(self) -> None:
         """Close the connection (if any) and connect again at once."""
@@ -202,8 +254,8 @@ class Supervisor:
             MCPTimeoutError: no connection within the connect timeout.
             TransportError: the start failed (the evidence of the last attempt).
         """
-        if self.state is ServerState.DISABLED:
-            raise ServerUnavailable(self.name, "disabled in the configuration")
+        if self._disabled:
+            raise ServerDisabled(self.name, self._disabled_reason)
         connection = self.connection
         if connection is not None and connection.is_connected and not self._parking:
             return connection  # the hot path: no deadline scope to set up
@@ -220,6 +272,8 @@ class Supervisor:
 
     async def _await_connection(self) -> Connection:
         while True:
+            if self._disabled:
+                raise ServerDisabled(self.name, self._disabled_reason)
             if self._parking:  # a transient server on its way down: start it again once it is down
                 await self._parked.wait()
                 continue
@@ -264,6 +318,8 @@ class Supervisor:
         task_status.started()
         attempt = 0
         while not self.is_stopping():
+            if self._disabled:
+                self._withdraw()
             if not self._want:
                 await self._sleep_until_woken(None)
                 continue
@@ -277,6 +333,11 @@ class Supervisor:
             self._session_scope = None
             if self.is_stopping():
                 break
+            if self._disabled:
+                self._restart = self._memory_restart = self._parking = False
+                self._parked.set()
+                attempt = 0
+                continue
             if self._parking:
                 self._parking, attempt = False, 0
                 self._set(ServerState.CONFIGURED, "stopped after its last call (lifecycle: transient)")
@@ -293,7 +354,10 @@ class Supervisor:
             attempt = self._after_failure(attempt)
             if attempt:
                 await self._sleep_until_woken(backoff_delay(attempt))
-        self._set(ServerState.CONFIGURED if self.config.enabled else ServerState.DISABLED, "stopped")
+        if self._disabled:
+            self._withdraw()
+        else:
+            self._set(ServerState.CONFIGURED, "stopped")
         self._ended = True
         self._parked.set()
         self._signal_attempt()
@@ -345,7 +409,7 @@ class Supervisor:
         self._signal_attempt()
         self.park()  # a transient server started only to list (no call waits for it) stops again
         lost = await self._serve(connection)
-        if lost is not None and not self._stopping and not self._restart and not self._parking:
+        if lost is not None and not (self._stopping or self._restart or self._parking or self._disabled):
             self._record_failure(lost)
         return time.monotonic() - started
 
@@ -515,6 +579,26 @@ class Supervisor:
         self._attempts += 1
         done, self._attempt_done = self._attempt_done, anyio.Event()
         done.set()
+
+    def _fresh_interrupt(self) -> None:
+        if self._interrupt.is_set():
+            self._interrupt = anyio.Event()
+
+    def _withdraw(self) -> None:
+        """A disabled server offers nothing: empty its lists (their listeners told), then say it is disabled."""
+        if self.state is ServerState.DISABLED:
+            return
+        self._signal_attempt()  # a connect cut short by the disable: its waiters re-check and fail fast
+        self._fresh_interrupt()  # set by the disable; the loop is idle, so no session is watching it
+        old = self._registry.catalog(self.name)
+        if old is not None and old != ServerCatalog():
+            self._registry.update(self.name, ServerCatalog())
+            for kind, items in (("tools", old.tools), ("resources", old.resources or old.templates),
+                                ("prompts", old.prompts)):  # fmt: skip
+                if items:
+                    self._events.publish(ListChanged(self.name, kind))
+        self._set(ServerState.DISABLED, self._disabled_reason)
+        self._withdrawn.set()
 
     def _set(self, state: ServerState, reason: str) -> None:
         old = self.state

@@ -69,6 +69,7 @@ READ_RESOURCE, GET_PROMPT = "read_resource", "get_prompt"
 # (a server every one of whose tools is denied is denied), never asked about, always audited.
 COMPLETE, SUBSCRIBE, UNSUBSCRIBE = "completion/complete", "resources/subscribe", "resources/unsubscribe"
 SET_LEVEL, RESTART, REFRESH = "logging/setLevel", "mcpmux/restart", "mcpmux/refresh"
+ENABLE, DISABLE = "mcpmux/enable", "mcpmux/disable"
 # Names the narrow rule (this one tool), never the switch that turns every approval off.
 NO_APPROVER_HINT = (
     "run the command in a terminal to answer the prompt, or allow this one tool in the configuration: "
@@ -705,6 +706,20 @@ class Guard:
         for name in names:
             tool, decision = self._server_request(name, REFRESH, {}, caller)
             await self._run(tool, {}, caller, decision, self.manager.refresh(name), _no_size)
+
+    async def disable(self, server: str, *, caller: str | None = None) -> bool:
+        """Stop ``server`` and keep it stopped (its tools leave every listing), audited; say if it was enabled.
+
+        Held in memory (:meth:`Manager.disable`): the configuration file is not changed.
+        """
+        tool, decision = self._server_request(server, DISABLE, {}, caller)
+        reason = f"disabled at run time by {caller}" if caller else "disabled at run time"
+        return await self._run(tool, {}, caller, decision, self.manager.disable(server, reason), _no_size)
+
+    async def enable(self, server: str, *, caller: str | None = None) -> bool:
+        """Enable ``server`` and start it (waits for its first attempt), audited; say if it was disabled."""
+        tool, decision = self._server_request(server, ENABLE, {}, caller)
+        return await self._run(tool, {}, caller, decision, self.manager.enable(server), _no_size)
 
     def _server_request(
         self, server: str, verb: str, args: JSONObject, caller: str | None, *, ruled_by: str | None = None

@@ -1,0 +1,115 @@
+"""``mcpmux call`` and ``mcpmux read`` through a running daemon, the light way (:mod:`mcpmux.daemon.thin`).
+
+A one-shot command of a warm server then imports neither the SDK nor the manager, the guard or
+the state store: the daemon's guard does the policy, validation, approvals and audit (its rows
+name this process). Each function returns ``None`` when the command must take its ordinary path:
+the daemon is off or not running (``auto``), the server is not one the daemon serves, an option
+the light path does not carry (``--timeout``, ``--no-validate``, ``--no-cache``), or anything
+the daemon refused before the server saw the request (the ordinary path then reports it exactly).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from mcpmux.cli.output import command_config, redact_logs, state
+from mcpmux.config.models import Config, ServerConfig
+from mcpmux.json_shapes import JSONObject
+
+__all__ = ["thin_call", "thin_read"]
+
+logger = logging.getLogger(__name__)
+
+REPLY_MARGIN_S = 30.0
+"""How much longer than the server's own timeout the client waits (the daemon's guard times out first)."""
+
+
+def _server(config: Config, name: str) -> ServerConfig | None:
+    from mcpmux.config.effective import with_effective_sandbox
+    from mcpmux.daemon.attach import daemon_mode, servable
+
+    if daemon_mode(config, state().daemon) == "off":
+        return None
+    server = next((s for s in config.enabled_servers if s.name == name), None)
+    if server is None or not servable(server):
+        return None
+    # As the manager hands it to its connection factory: the same entry, so the same warm instance.
+    return with_effective_sandbox(server, config.security)
+
+
+def thin_call(canonical: str, arguments: JSONObject, *, yes: bool) -> JSONObject | None:
+    """The wire result of ``tools/call`` through the daemon, or ``None`` (take the ordinary path).
+
+    Raises:
+        MCPMuxError: the call was made and failed (:class:`~mcpmux.errors.RemoteError`, a lost daemon,
+            or the person declined an approval).
+    """
+    config = command_config()
+    namespace, sep, bare = canonical.partition(":")
+    owners = [s for s in config.enabled_servers if sep and s.namespace == namespace]
+    if len(owners) != 1 or (server := _server(config, owners[0].name)) is None:
+        return None
+    return _through_daemon(config, server, "tools/call", {"name": bare, "arguments": arguments}, canonical, yes)
+
+
+def thin_read(server_name: str, uri: str) -> JSONObject | None:
+    """The wire result of ``resources/read`` through the daemon, or ``None`` (take the ordinary path)."""
+    config = command_config()
+    server = _server(config, server_name)
+    if server is None:
+        return None
+    return _through_daemon(config, server, "resources/read", {"uri": uri}, "", False)
+
+
+def _through_daemon(
+    config: Config, server: ServerConfig, method: str, params: JSONObject, canonical: str, yes: bool
+) -> JSONObject | None:
+    from mcpmux.cli import render
+    from mcpmux.config.display import redact
+    from mcpmux.daemon.thin import NotThin, ThinSession
+    from mcpmux.errors import MCPMuxError
+
+    state().secrets = config.secret_values
+    redact_logs(config.secret_values)
+    timeout_s = max(server.effective_timeout_s(config.settings), server.effective_connect_timeout_s(config.settings))
+    try:
+        with ThinSession(config, server, timeout_s=timeout_s + REPLY_MARGIN_S) as session:
+            if method == "tools/call" and params["name"] not in session.tool_names():
+                return None  # the ordinary path names the closest tools
+            approve = _approver(canonical, server, str(params.get("name", "")), yes)
+            return session.call(method, params, on_progress=render.print_progress, approve=approve)
+    except NotThin as exc:
+        logger.info("server %r: %s; taking the ordinary path", server.name, exc)
+        return None
+    except MCPMuxError as exc:
+        exc.args = tuple(redact(str(a), config.secret_values) for a in exc.args)
+        raise
+
+
+def _approver(canonical: str, server: ServerConfig, tool: str, yes: bool) -> Any:
+    """The answer to an approval the daemon's guard asks: ``--yes``, else the terminal, else "no"."""
+
+    def approve(question: Mapping[str, Any]) -> str:
+        reason = str(question.get("reason") or "approval required")
+        if yes:
+            sys.stderr.write(f"mcpmux: {canonical} approved by --yes ({reason})\n")
+            return "yes"
+        import anyio
+
+        from mcpmux.cli.approval import terminal_approver
+        from mcpmux.errors import ApprovalDenied
+        from mcpmux.policy.approval import Answer, ApprovalRequest
+
+        approver = terminal_approver()
+        if approver is None:
+            return "no"  # the guard refuses; the ordinary path then says why, with its hint
+        request = ApprovalRequest(canonical, server.name, tool, dict(question["arguments"]), reason, face="cli")
+        answer = anyio.run(approver, request)
+        if answer is Answer.NO:
+            raise ApprovalDenied(canonical, "declined")
+        return answer.value
+
+    return approve

@@ -1,0 +1,266 @@
+"""One request through a running daemon, without the SDK, the manager or an event loop.
+
+``mcpmux call`` and ``mcpmux read`` of a warm server should cost little more than starting Python
+and reading the configuration: the daemon already runs the server behind its guard (policy,
+pins, validation, approvals, audit naming this process). This client speaks the daemon's
+protocol with the standard library's blocking socket: the attach line (the same
+:class:`~mcpmux.daemon.attach.Attach`, so the same warm instance as the full path), ``initialize``,
+``tools/list`` (to route the call; a cached list in the daemon), then the one request.
+
+It never changes what a command prints: whenever it cannot give the full path's answer it raises
+:class:`NotThin` *before* anything ran on the server (no daemon, the daemon refused the entry, an
+unknown tool, an error the guard raised before the call: the command then takes its ordinary path,
+which reproduces the exact error). Once the request was sent, its outcome is the command's outcome:
+a lost daemon is :class:`~mcpmux.errors.DaemonUnavailable` (exit 3), never a second call.
+
+An approval the daemon's guard asks (its elicitation marked
+:data:`~mcpmux.policy.chained.APPROVAL_META`) is put to ``approve`` (the terminal, or ``--yes``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from mcpmux import __version__
+from mcpmux.config.models import Config, ServerConfig
+from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, Attach, origin_of, request_line
+from mcpmux.daemon.paths import check_owned, socket_path
+from mcpmux.errors import ERROR_META, DaemonUnavailable, RemoteError
+from mcpmux.json_shapes import JSONObject
+
+__all__ = ["APPROVAL_META", "NotThin", "ThinSession", "Wire", "thin_answers"]
+
+APPROVAL_META = "io.mcpmux/approval"  # mcpmux.policy.chained.APPROVAL_META (that module imports the SDK)
+PROTOCOL_VERSION = "2025-11-25"
+CLIENT_INFO = {"name": "mcpmux", "version": __version__}  # as the SDK client of the full path says
+_PRE_EXECUTION = frozenset({"UsageError", "PolicyError", "ConfigError"})
+"""Error kinds the guard raises before anything reaches the server: the full path reproduces them."""
+
+Progress = Callable[[float, float | None, str | None], None]
+Approve = Callable[[Mapping[str, Any]], str]
+"""Given the approval question ``{tool, reason, arguments}``, the decision (``yes``, ``no``, ``always-tool``...)."""
+
+
+def thin_answers() -> tuple[str, ...]:
+    """The server requests a CLI command answers (:func:`mcpmux.cli.host_cmds.managed`'s callbacks).
+
+    Part of the instance's fingerprint: the thin path attaches to the very instance the full path uses.
+    """
+    return ("elicitation",)
+
+
+class NotThin(Exception):
+    """Nothing ran on the server: the command takes its ordinary path (the message says why)."""
+
+
+class Wire:
+    """A JSON object read like the SDK's model of it: ``mime_type`` is ``mimeType``, absent is ``None``.
+
+    Enough for :mod:`mcpmux.cli.render`'s printers, so the thin path prints what the full path does.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        head, *rest = name.split("_")
+        key = head + "".join(part.title() for part in rest)
+        return _wire(self._data.get(key, self._data.get(name)))
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return Wire(value)
+    if isinstance(value, list):
+        return [_wire(v) for v in value]
+    return value
+
+
+class ThinSession:
+    """One attached, initialized MCP session with the daemon's instance of ``server`` (a context manager).
+
+    Raises (on entry):
+        NotThin: no daemon answers, or it will not serve ``server`` (the full path decides what next).
+    """
+
+    def __init__(self, config: Config, server: ServerConfig, *, timeout_s: float, path: Path | None = None) -> None:
+        self.config, self.server, self.timeout_s = config, server, timeout_s
+        self.path = path
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+        self._next_id = 1
+        self.sent = False
+
+    def __enter__(self) -> ThinSession:
+        try:
+            where = self.path or socket_path()
+            check_owned(where)
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.settimeout(self.timeout_s)
+            self._sock.connect(str(where))
+        except (OSError, DaemonUnavailable) as exc:
+            self.close()
+            raise NotThin(f"no daemon: {exc}") from exc
+        config = self.config
+        attach = Attach(
+            origin_of(config), self.server, config.settings, config.security, client="cli", answers=thin_answers()
+        )
+        try:
+            self._send_raw(request_line(ATTACH, attach.params()))
+            reply = _parse(self._line(MAX_ATTACH_BYTES))
+            if "error" in reply:
+                raise NotThin(f"the daemon will not serve it: {reply['error'].get('message')}")
+            hello = {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {"elicitation": {}},
+                "clientInfo": CLIENT_INFO,
+            }
+            self._request("initialize", hello)
+            self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise NotThin(f"the daemon did not attach it: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def tool_names(self) -> set[str]:
+        """The names the instance lists (bare: the daemon's instance has no prefix)."""
+        names: set[str] = set()
+        cursor: str | None = None
+        while True:
+            try:
+                page = self._request("tools/list", {"cursor": cursor} if cursor else {})
+            except (OSError, ValueError) as exc:
+                raise NotThin(f"the daemon did not list the tools: {exc}") from exc
+            names |= {str(t.get("name")) for t in page.get("tools", [])}
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return names
+
+    def call(
+        self, method: str, params: JSONObject, *, on_progress: Progress | None = None, approve: Approve | None = None
+    ) -> JSONObject:
+        """The result of ``method``; from here on the request counts as made.
+
+        Raises:
+            NotThin: the guard refused it before the server saw it (the full path says it exactly).
+            RemoteError: the daemon's guard failed it afterwards (a timeout, the server exited...).
+            DaemonUnavailable: the daemon went away before answering.
+        """
+        if on_progress is not None:
+            params = {**params, "_meta": {"progressToken": "thin"}}
+        self.sent = True
+        try:
+            result = self._request(method, params, on_progress=on_progress, approve=approve)
+        except _JsonRpcError as exc:
+            if method != "tools/call":  # reads and prompts do not change anything: say it exactly
+                raise NotThin(f"the daemon answered {method} with an error: {exc}") from exc
+            raise RemoteError("ServerError", f"server {self.server.name!r} rejected {method}: {exc}", None, 1) from exc
+        except (OSError, ValueError) as exc:
+            where = self.path or socket_path()
+            raise DaemonUnavailable(where, f"the connection closed before it answered {method} ({exc})") from exc
+        error = (result.get("_meta") or {}).get(ERROR_META)
+        if isinstance(error, Mapping):
+            if _PRE_EXECUTION & set(error.get("kinds", ())):
+                raise NotThin(f"the daemon's guard refused it: {error.get('type')}")
+            message = "\n".join(str(b.get("text", "")) for b in result.get("content", []))
+            message = message.partition("\nhint: ")[0]
+            raise RemoteError(str(error.get("type")), message, error.get("hint"), int(error.get("exit_code", 1)))
+        return result
+
+    # -- framing -------------------------------------------------------------------------------
+
+    def _request(
+        self, method: str, params: JSONObject, *, on_progress: Progress | None = None, approve: Approve | None = None
+    ) -> JSONObject:
+        ident = self._next_id
+        self._next_id += 1
+        self._send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+        limit = self.config.settings.max_message_bytes
+        while True:
+            message = _parse(self._line(limit))
+            if message.get("id") == ident and "method" not in message:
+                if "error" in message:
+                    raise _JsonRpcError(message["error"])
+                result = message.get("result")
+                return result if isinstance(result, dict) else {}
+            if "method" in message:
+                self._incoming(message, on_progress, approve)
+
+    def _incoming(self, message: JSONObject, on_progress: Progress | None, approve: Approve | None) -> None:
+        method, params = message["method"], message.get("params") or {}
+        if method == "notifications/progress" and on_progress is not None:
+            on_progress(float(params.get("progress", 0)), params.get("total"), params.get("message"))
+            return
+        if "id" not in message:
+            return  # other notifications (list changes, logs) do not concern one request
+        if method == "ping":
+            self._send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+            return
+        question = (params.get("_meta") or {}).get(APPROVAL_META) if method == "elicitation/create" else None
+        if isinstance(question, Mapping) and isinstance(question.get("arguments"), Mapping):
+            decision = approve(question) if approve is not None else "no"
+            answer = {"action": "accept", "content": {"decision": decision}}
+            self._send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
+            return
+        reason = f"{method} from {self.server.name!r}: this mcpmux face cannot answer questions"
+        self._send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32600, "message": reason}})
+
+    def _send(self, message: JSONObject) -> None:
+        self._send_raw(json.dumps(message).encode() + b"\n")
+
+    def _send_raw(self, data: bytes) -> None:
+        assert self._sock is not None
+        self._sock.sendall(data)
+
+    def _line(self, limit: int) -> bytes:
+        assert self._sock is not None
+        deadline = time.monotonic() + self.timeout_s
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > limit:
+                raise ValueError(f"a message longer than {limit} bytes")
+            self._sock.settimeout(max(0.001, deadline - time.monotonic()))
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                raise ConnectionResetError("the daemon closed the connection")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+
+def _parse(line: bytes) -> dict[str, Any]:
+    """One JSON-RPC message; anything else (not an object, nested past the parser's depth) is a ValueError."""
+    try:
+        message = json.loads(line)
+    except RecursionError as exc:
+        raise ValueError("a message nested too deeply to read") from exc
+    if not isinstance(message, dict):
+        raise ValueError(f"not a JSON-RPC message: {line[:80]!r}")
+    return message
+
+
+class _JsonRpcError(Exception):
+    def __init__(self, error: Any) -> None:
+        message = error.get("message", error) if isinstance(error, Mapping) else error
+        code = error.get("code") if isinstance(error, Mapping) else None
+        super().__init__(f"{message} (code {code})")
+        self.error = error

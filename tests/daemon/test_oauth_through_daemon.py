@@ -1,0 +1,61 @@
+"""OAuth servers for daemon clients: the machine's token broker, and ``needs-auth`` with its login hint.
+
+The daemon shares child processes; an HTTP server has none to share, so a command connects to it
+itself, with the machine's broker (``mcpmux.auth``: one record per server, refreshed once per
+machine under a cross-process lock), even when the daemon is required (``--daemon``), and its
+stdio servers still go through the daemon in the same command. The tokens never cross the daemon's
+socket. Run against the real authorization server of the OAuth tests (oidc-provider).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcpmux.auth.login import login
+from mcpmux.auth.vault import open_vault
+from mcpmux.config.models import StreamableHttpServerConfig
+from tests.auth.world import OAuthWorld, oauth_world, scripted_browser
+from tests.daemon.conftest import Daemon, cli
+from tests.daemon.test_daemon_lifecycle import _counter
+
+pytestmark = [pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network, pytest.mark.timeout(600)]
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[OAuthWorld]:
+    monkeypatch.setenv("MCPMUX_TOKEN_STORE", "file")
+    with oauth_world() as running:
+        yield running
+
+
+def test_an_oauth_server_needs_auth_then_works_beside_the_daemons_servers(
+    world: OAuthWorld, daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    notes = {"name": "notes", "type": "http", "url": world.mcp_url}
+    mcp = {"servers": [_counter("counter"), notes], "settings": {"connect_timeout_ms": 120_000}}
+    (tmp_path / "mcpmux.yaml").write_text(json.dumps({"mcp": mcp}), encoding="utf-8")
+    daemon.start("--linger", "600")
+    # No login yet: exit 4 with the login hint, the daemon required or not (never "daemon unreachable").
+    for flags in (("--daemon",), ("--no-daemon",)):
+        code, out, err = cli(*flags, "call", "notes:read_note")
+        assert (code, out) == (4, ""), err
+        assert "mcpmux login notes" in err
+    server = StreamableHttpServerConfig(name="notes", url=world.mcp_url)
+    anyio.run(lambda: login(server, open_vault(), browser=lambda url: scripted_browser(url, world)))
+    code, out, err = cli("--daemon", "call", "notes:read_note")
+    assert code == 0, err
+    assert out.strip()
+    code, out, err = cli("--daemon", "--json", "tools")  # both kinds in one command
+    assert code == 0, err
+    names = {t["name"] for t in json.loads(out)}
+    assert {"counter:bump", "notes:read_note"} <= names, names
+    status = daemon.status()
+    assert status is not None
+    assert [s["server"] for s in status["servers"]] == ["counter"]  # type: ignore[attr-defined]
+    assert world.as_stats()["authorization_code"] == 1  # one login, used by every command
