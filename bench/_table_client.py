@@ -1,4 +1,4 @@
-"""One client of the issue-24 table, in its own process: ``python _table_client.py KIND CALLS MODE ECHO PYTHON``.
+"""One client of the issue-24 table, in its own process: ``python _table_client.py KIND CALLS MODE ECHO PYTHON [N]``.
 
 KIND: ``sdk`` (raw ``ClientSession``), ``connection``, ``manager``, ``guard`` (mcpmux), ``fastmcp``
 (``fastmcp.Client``; run it with a python that has fastmcp), ``floor`` (plain asyncio newline
@@ -6,7 +6,8 @@ JSON-RPC). Every kind calls the same stdio echo server (the SDK low-level server
 ECHO, run by PYTHON). MODE ``time``: CALLS sequential calls after a warm-up; prints one JSON line
 ``{"calls_per_s": ..., "cpu_us": ...}``. MODE ``count`` (under callgrind): after the warm-up it
 prints ``ready`` and waits for a line on stdin, makes CALLS calls, prints ``done`` and waits for
-a line again, so the parent switches instrumentation on and off around the calls alone.
+a line again, so the parent switches instrumentation on and off around the calls alone. N: calls
+in flight at once (waves of N concurrent calls; 1, the default, is sequential).
 
 Imports only what its KIND needs: the fastmcp kind runs in a python without mcpmux.
 """
@@ -149,16 +150,33 @@ async def floor(argv: list[str]) -> AsyncIterator[Call]:
 CLIENTS = {"sdk": sdk, "connection": connection, "manager": manager, "guard": guard, "fastmcp": fastmcp, "floor": floor}
 
 
-async def run(kind: str, calls: int, mode: str, argv: list[str]) -> None:
+async def _calls(call: Call, calls: int, concurrency: int) -> None:
+    """``calls`` calls, ``concurrency`` at a time (waves of that many in flight together)."""
+    if concurrency <= 1:
+        for i in range(calls):
+            await call(str(i))
+        return
+    import anyio
+
+    async def one(i: int) -> None:
+        assert await call(str(i)) == str(i)
+
+    for wave in range(0, calls, concurrency):
+        async with anyio.create_task_group() as tg:
+            for i in range(wave, min(calls, wave + concurrency)):
+                tg.start_soon(one, i)
+
+
+async def run(kind: str, calls: int, mode: str, argv: list[str], concurrency: int = 1) -> None:
     async with CLIENTS[kind](argv) as call:
         for i in range(WARMUP_CALLS):
             assert await call(f"warm {i}") == f"warm {i}"
+        await _calls(call, concurrency, concurrency)
         if mode == "count":
             print("ready", flush=True)
             sys.stdin.readline()
         started, cpu = time.perf_counter(), time.process_time()
-        for i in range(calls):
-            await call(str(i))
+        await _calls(call, calls, concurrency)
         wall, cpu_s = time.perf_counter() - started, time.process_time() - cpu
         if mode == "count":
             print("done", flush=True)
@@ -169,9 +187,10 @@ async def run(kind: str, calls: int, mode: str, argv: list[str]) -> None:
 
 def main() -> None:
     kind, calls, mode, echo, python = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+    concurrency = int(sys.argv[6]) if len(sys.argv) > 6 else 1
     import anyio
 
-    anyio.run(run, kind, calls, mode, [python, echo, "stdio"])
+    anyio.run(run, kind, calls, mode, [python, echo, "stdio"], concurrency)
 
 
 if __name__ == "__main__":

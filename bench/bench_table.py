@@ -17,7 +17,8 @@ served on the same loop and HTTP parser as mcpmux (uvloop + httptools,
 connect (``bench_connect.py``). fastmcp comes from ``--fastmcp-python`` or is installed into a
 throw-away venv; valgrind from Debian. What is missing is reported "not measured".
 
-Run: ``.venv/bin/python bench/bench_table.py [--calls 1000] [--counted 200] [--rounds 5]``.
+Run: ``.venv/bin/python bench/bench_table.py [--calls 1000] [--counted 200] [--rounds 5]``;
+``--concurrency 50`` measures calls 50 at a time instead (``results/table-concurrent-50.json``).
 """
 
 from __future__ import annotations
@@ -53,21 +54,21 @@ def _python(kind: str, fastmcp: Path | None) -> str | None:
     return (str(fastmcp) if fastmcp else None) if kind == "fastmcp" else sys.executable
 
 
-def timed(kind: str, python: str, echo: Path, calls: int) -> dict[str, float]:
-    """One round of ``calls`` sequential calls by ``kind``: calls/s and client CPU us per call."""
+def timed(kind: str, python: str, echo: Path, calls: int, concurrency: int = 1) -> dict[str, float]:
+    """One round of ``calls`` calls by ``kind`` (``concurrency`` at a time): calls/s and client CPU us per call."""
     out = subprocess.run(
-        [python, str(CLIENT), kind, str(calls), "time", str(echo), sys.executable],
+        [python, str(CLIENT), kind, str(calls), "time", str(echo), sys.executable, str(concurrency)],
         capture_output=True, text=True, timeout=TIMEOUT_S, check=True,
     )  # fmt: skip
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
-def counted(kind: str, python: str, echo: Path, calls: int, scratch: Path) -> float:
+def counted(kind: str, python: str, echo: Path, calls: int, scratch: Path, concurrency: int = 1) -> float:
     """Instructions per call of the ``kind`` client process, counted by callgrind around the calls."""
-    out = scratch / f"{kind}.cg"
+    out = scratch / f"{kind}-{concurrency}.cg"
     command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-               python, str(CLIENT), kind, str(calls), "count", str(echo), sys.executable]  # fmt: skip
+               python, str(CLIENT), kind, str(calls), "count", str(echo), sys.executable, str(concurrency)]  # fmt: skip
     pipes: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
     proc = subprocess.Popen(command, text=True, **pipes)
     assert proc.stdin is not None
@@ -132,13 +133,13 @@ def client_rows(args: argparse.Namespace, fastmcp: Path | None, scratch: Path) -
         for kind in kinds:
             python = _python(kind, fastmcp)
             assert python is not None
-            rounds[kind].append(timed(kind, python, echo, args.calls))
+            rounds[kind].append(timed(kind, python, echo, args.calls, args.concurrency))
     valgrind = shutil.which("valgrind") and shutil.which("callgrind_control")
     instructions: dict[str, float] = {}
     for kind in kinds if valgrind and args.counted else ():
         python = _python(kind, fastmcp)
         assert python is not None
-        instructions[kind] = counted(kind, python, echo, args.counted, scratch)
+        instructions[kind] = counted(kind, python, echo, args.counted, scratch, args.concurrency)
     rows: list[list[Any]] = []
     base_cpu = statistics.median(r["cpu_us"] for r in rounds["sdk"])
     base_rate = statistics.median(r["calls_per_s"] for r in rounds["sdk"])
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=1000, help="timed calls per client and round")
     parser.add_argument("--counted", type=int, default=200, help="calls counted under callgrind (0: none)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    parser.add_argument("--concurrency", type=int, default=1, help="calls in flight at once (1: sequential)")
     parser.add_argument("--fastmcp-python", type=Path, help="a python with fastmcp, uvloop and httptools")
     parser.add_argument("--no-fastmcp", action="store_true")
     parser.add_argument("--kinds", default=",".join(KINDS), help="the client rows to measure (sdk always)")
@@ -170,9 +172,12 @@ def main(argv: list[str] | None = None) -> None:
         scratch = Path(tmp)
         fastmcp = None if args.no_fastmcp else (args.fastmcp_python or install_fastmcp(scratch))
         rows = client_rows(args, fastmcp, scratch)
-        columns = ["stdio echo, sequential", "M instructions/call", "vs SDK", "client CPU us/call", "vs SDK",
+        how = "sequential" if args.concurrency <= 1 else f"{args.concurrency} concurrent"
+        columns = [f"stdio echo, {how}", "M instructions/call", "vs SDK", "client CPU us/call", "vs SDK",
                    "calls/s (median)", "vs SDK"]  # fmt: skip
-        report("table", columns, rows, calls=args.calls, counted=args.counted, rounds=args.rounds)
+        name = "table" if args.concurrency <= 1 else f"table-concurrent-{args.concurrency}"
+        report(name, columns, rows, calls=args.calls, counted=args.counted, rounds=args.rounds,
+               concurrency=args.concurrency)  # fmt: skip
         if args.no_more:
             return
         more = [sys.executable, str(HERE / "bench_gateway_instructions.py")]

@@ -97,3 +97,32 @@ def test_a_process_that_exits_without_closing_writes_every_audit_row(tmp_path: P
     )
     subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=120)
     assert rows(path) == 3000
+
+
+def test_a_batch_of_rows_is_one_statement_per_table_in_order(tmp_path: Path) -> None:
+    # The writer thread commits what queued up in one go: one executemany per run of alike rows, not
+    # one statement per row (each costs SQLAlchemy's per-statement work on the writer thread).
+    from sqlalchemy import event
+
+    from mcpmux.policy.schema import audit as audit_table
+
+    with StateStore(tmp_path / "state.db") as store:
+        statements: list[str] = []
+
+        def seen(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+            statements.append(statement.lstrip().split()[0].upper())
+
+        made = [
+            {"at": float(i), "face": "library", "caller": None, "server": "fs", "tool": "t", "name": "fs:t",
+             "args_digest": str(i), "args": "{}", "decision": "allowed", "rule": "default", "duration_ms": 1.0,
+             "outcome": "ok", "error": None, "result_bytes": i}
+            for i in range(30)
+        ]  # fmt: skip
+        event.listen(store.engine, "before_cursor_execute", seen)
+        try:
+            store._commit([(audit_table, row) for row in made])
+        finally:
+            event.remove(store.engine, "before_cursor_execute", seen)
+        written = AuditLog(store).query(limit=100)
+    assert statements.count("INSERT") == 1, statements
+    assert [row.result_bytes for row in reversed(written)] == list(range(30))  # in the order queued

@@ -67,7 +67,7 @@ class MentionMatcher:
         names: names that are :func:`is_distinctive` (others are ignored).
     """
 
-    __slots__ = ("_heads",)
+    __slots__ = ("_cores", "_heads")
 
     def __init__(self, names: Iterable[str]) -> None:
         heads: dict[str, list[str]] = {}
@@ -77,15 +77,42 @@ class MentionMatcher:
         for group in heads.values():
             group.sort(key=len, reverse=True)
         self._heads = heads
+        self._cores = _cores(heads)
 
     def __bool__(self) -> bool:
         return bool(self._heads)
 
+    def changed(self, added: Iterable[str], removed: Iterable[str]) -> MentionMatcher:
+        """A new matcher: these names, less ``removed``, plus ``added`` (this one is left as it is)."""
+        heads = dict(self._heads)  # shared groups, each copied before it changes
+        copied: set[str] = set()
+        for names, adding in ((removed, False), (added, True)):
+            for name in names:
+                if not is_distinctive(name):
+                    continue
+                head = _head(name)
+                if head not in copied:
+                    heads[head] = list(heads.get(head, ()))
+                    copied.add(head)
+                group = heads[head]
+                if adding and name not in group:
+                    group.append(name)
+                elif not adding and name in group:
+                    group.remove(name)
+        for head in copied:
+            if heads[head]:
+                heads[head].sort(key=len, reverse=True)
+            else:
+                del heads[head]
+        matcher = MentionMatcher(())
+        matcher._heads, matcher._cores = heads, _cores(heads)
+        return matcher
+
     def search(self, text: str, accept: Callable[[str], bool] | None = None) -> Mention | None:
         """The leftmost, then longest, mention in ``text`` of a name that ``accept`` (if given) takes."""
         heads = self._heads
-        if not heads or not might_mention(text):
-            return None
+        if not heads or not might_mention(text) or self._cores.isdisjoint(_END.split(text)):
+            return None  # most texts: no run of word characters in them starts a name
         size = len(text)
         ends = [match.start() for match in _END.finditer(text)]
         ends.append(size)
@@ -114,6 +141,12 @@ class MentionMatcher:
                 ):
                     return Mention(name, start, end)
         return None
+
+
+def _cores(heads: Iterable[str]) -> frozenset[str]:
+    # Every head a search looks up is a run of the text between segment ends (cut by ``_END.split``),
+    # or one segment end followed by such a run: without that first character, it is one of the runs.
+    return frozenset(head[1:] if _END.match(head) else head for head in heads)
 
 
 def _head(name: str) -> str:

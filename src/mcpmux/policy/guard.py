@@ -16,8 +16,8 @@ and every attempt, refused or not, leaves an audit row.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import mcp_types as types
 
-from mcpmux.config.models import AgentConfig, Config, declared_for
+from mcpmux.config.models import AgentConfig, Config, ServerConfig, declared_for
 from mcpmux.errors import (
     ApprovalDenied,
     InvalidArguments,
@@ -42,7 +42,7 @@ from mcpmux.manager.events import Event
 from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
 from mcpmux.policy.audit import AuditLog, argument_digest
 from mcpmux.policy.cache import ResultCache
-from mcpmux.policy.pins import PinBook, PinVerdict, definition_hash, server_identity
+from mcpmux.policy.pins import PinBook, PinLookup, PinVerdict, definition_hash, server_identity
 from mcpmux.policy.rules import Decision, Rules
 from mcpmux.policy.scanner import Finding, scan_tool, suspect
 from mcpmux.policy.scope import ToolScope, agent_scope
@@ -64,7 +64,7 @@ Suspicion = Callable[[ToolInfo, Sequence[ToolInfo]], str | None]
 
 _R = TypeVar("_R")
 
-HASH_CACHE_LIMIT = 8192
+DECISIONS_KEPT = 8192
 READ_RESOURCE, GET_PROMPT = "read_resource", "get_prompt"
 # Requests about a server rather than one of its tools: ruled by the server's allow/deny rules
 # (a server every one of whose tools is denied is denied), never asked about, always audited.
@@ -133,8 +133,10 @@ class Guard:
         self.switches = ServerSwitches(self.store)
         self._suspicion = suspicion
         self._exposures: dict[tuple[str, str, str], Exposure] = {}
-        self._hashes: dict[int, tuple[ToolInfo, str]] = {}
         self._in_flight: dict[str, list[_InFlight]] = {}
+        self._servers: dict[str, ServerConfig] = {}
+        self._decisions: dict[int, tuple[ToolInfo, Decision]] = {}
+        self._servers_of: Config | None = None
         self._check_arguments = ArgumentCheck()
         self.cache = ResultCache()
         self.scope: ToolScope | None = None
@@ -162,12 +164,19 @@ class Guard:
         tools = self.manager.tools(server)
         if self.toolset is not None:
             tools = [t for t in tools if self.toolset.has_tool(t)]
-        return [self._exposure(tool, snapshot) for tool in tools]
+        lookup = self.pins.lookup()  # the pins of the listing: one query per server asked about, not per tool
+        return [self._exposure(tool, snapshot, lookup) for tool in tools]
 
-    def _exposure(self, tool: ToolInfo, everyone: Callable[[], Sequence[ToolInfo]] | None = None) -> Exposure:
+    def _exposure(
+        self,
+        tool: ToolInfo,
+        everyone: Callable[[], Sequence[ToolInfo]] | None = None,
+        lookup: PinLookup | None = None,
+    ) -> Exposure:
         if self.scope is not None and not self.scope.admits(tool):
             return Exposure(tool, False, "denied", self.scope.rule)
-        key = (tool.server, tool.tool, self._hash(tool))
+        digest = self._hash(tool)
+        key = (tool.server, tool.tool, digest)
         cached = self._exposures.get(key)
         if cached is not None:
             return cached
@@ -180,7 +189,9 @@ class Guard:
             scan = None if scanner is None else lambda t: scanner(t, others())
             suspicion = None if scan is None else lambda: scan(tool)
             server_tools = partial(self.manager.tools, tool.server)
-            verdict = self.pins.check(tool, suspicion=suspicion, listing=server_tools, scan=scan)
+            verdict = self.pins.check(
+                tool, suspicion=suspicion, listing=server_tools, scan=scan, digest=digest, lookup=lookup
+            )
             exposure = Exposure(
                 tool, verdict.exposed, "ok" if verdict.exposed else "quarantined", verdict.reason, verdict
             )
@@ -188,14 +199,7 @@ class Guard:
         return exposure
 
     def _hash(self, tool: ToolInfo) -> str:
-        # The index hands out the same ToolInfo until a server re-lists: hash each object once.
-        cached = self._hashes.get(id(tool))
-        if cached is None or cached[0] is not tool:
-            if len(self._hashes) > HASH_CACHE_LIMIT:  # re-listed servers leave old objects behind
-                self._hashes.clear()
-            cached = (tool, definition_hash(tool))
-            self._hashes[id(tool)] = cached
-        return cached[1]
+        return definition_hash(tool)  # computed once per ToolInfo object (the index reuses them)
 
     def high_findings(self, server: str, tool: str | None = None) -> list[Finding]:
         """The scanner's high findings in the held-back definitions that :meth:`approve` would approve."""
@@ -377,7 +381,7 @@ class Guard:
             self._outside(tool, args, caller, self.toolset.has_tool(tool))
         check = validate if validate is not None else self._validates(tool)
         decision = await self._decide(tool, args, caller, answered_by, check_arguments=check)
-        server = self.manager.config.server(tool.server)
+        server = self._server_config(tool.server)
         cacheable = cache and ResultCache.cacheable(server, tool)
         if cacheable:
             hit = self.cache.lookup(tool, args, caller)
@@ -390,24 +394,47 @@ class Guard:
                 return hit
             decision = Decision(decision.action, f"{decision.rule}; cache miss", by_person=decision.by_person)
         scope = ApprovalScope.of(self.face, answered_by or caller)
-        with self._calling(_InFlight(tool, args, scope, decision.by_person)):
+        in_flight = _InFlight(tool, args, scope, decision.by_person)
+        self._calling(in_flight)
+        try:
             call = self.manager.call_resolved(tool, args, timeout=timeout, on_progress=on_progress)
             result = await self._run(tool, args, caller, decision, call, _tool_result_size, _is_error)
+        finally:
+            self._called(in_flight)
         if cacheable:
             self.cache.store(server, tool, args, caller, result)
         return result
 
-    @contextmanager
-    def _calling(self, call: _InFlight) -> Iterator[None]:
+    def _calling(self, call: _InFlight) -> None:
         # Cheap on the hot path: arguments are compared only when a server asks (answer_upstream_approval).
-        calls = self._in_flight.setdefault(call.tool.server, [])
-        calls.append(call)
-        try:
-            yield
-        finally:
+        self._in_flight.setdefault(call.tool.server, []).append(call)
+
+    def _called(self, call: _InFlight) -> None:
+        calls = self._in_flight.get(call.tool.server)
+        if calls is not None:
             calls.remove(call)
-            if not calls and self._in_flight.get(call.tool.server) is calls:
+            if not calls:
                 del self._in_flight[call.tool.server]
+
+    def _rules_call(self, tool: ToolInfo, args: JSONObject, caller: str | None) -> Decision:
+        """``rules.call``, kept per ToolInfo object when no approval rule can look at the arguments
+        or the caller (then the decision depends on the tool alone)."""
+        if self.rules.reads_arguments(tool.server):
+            return self.rules.call(tool, args, caller)
+        kept = self._decisions.get(id(tool))
+        if kept is None or kept[0] is not tool:
+            if len(self._decisions) >= DECISIONS_KEPT:  # re-listed servers leave old objects behind
+                self._decisions.clear()
+            kept = self._decisions[id(tool)] = (tool, self.rules.call(tool, args, caller))
+        return kept[1]
+
+    def _server_config(self, name: str) -> ServerConfig:
+        """``manager.config.server(name)`` by one dictionary lookup (rebuilt if the configuration is replaced)."""
+        config = self.manager.config
+        if self._servers_of is not config:
+            self._servers, self._servers_of = {s.name: s for s in config.servers}, config
+        found = self._servers.get(name)
+        return found if found is not None else config.server(name)  # raises ServerNotConfigured
 
     async def answer_upstream_approval(self, server: str, question: Mapping[str, Any]) -> Answer:
         """Answer an upstream mcpmux's approval question about our call in flight on ``server``.
@@ -448,7 +475,7 @@ class Guard:
         """Whether ``tool``'s arguments are checked: its server's ``validate`` (synthetic tools: never)."""
         if tool.synthetic:
             return False
-        return self.manager.config.server(tool.server).validate_arguments
+        return self._server_config(tool.server).validate_arguments
 
     async def _decide(
         self,
@@ -459,7 +486,7 @@ class Guard:
         *,
         check_arguments: bool = False,
     ) -> Decision:
-        decision = self.rules.call(tool, args, caller)
+        decision = self._rules_call(tool, args, caller)
         if decision.action != "deny" and self.scope is not None and not self.scope.admits(tool):
             decision = Decision("deny", self.scope.rule)
         if decision.action == "deny":

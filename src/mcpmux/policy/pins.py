@@ -31,6 +31,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,7 +45,9 @@ from mcpmux.policy.lookalikes import invisible_change, rename_source, reveal
 from mcpmux.policy.schema import pins
 from mcpmux.policy.store import LEGACY_IDENTITY, StateStore
 
-__all__ = ["Pin", "PinBook", "PinVerdict", "canonical_definition", "definition_hash", "server_identity"]
+__all__ = [
+    "Pin", "PinBook", "PinLookup", "PinVerdict", "canonical_definition", "definition_hash", "server_identity",
+]  # fmt: skip
 
 PinningMode = Literal["off", "tofu", "strict"]
 NEWCOMER = "new tool on an already pinned server"
@@ -88,26 +91,62 @@ def server_identity(server: ServerConfig, project: Path | str) -> str:
 
 def definition_hash(tool: ToolInfo) -> str:
     """SHA-256 (hex) of the canonical JSON of the tool's definition."""
-    return _digest(_canonical_json(canonical_definition(tool)))
+    return _canonical(tool)[2]
+
+
+# The index hands out the same ToolInfo until its server re-lists: serialise and hash each object once
+# (a listing hashes every tool, then pins the new ones with the same JSON). Keyed by the object's id,
+# the object kept so that a reused id is never taken for it.
+_CANONICAL: dict[int, tuple[ToolInfo, str, str]] = {}
+CANONICAL_CACHE_LIMIT = 16384
+
+
+def _canonical(tool: ToolInfo) -> tuple[ToolInfo, str, str]:
+    """``(tool, canonical JSON, its digest)``, computed once per ToolInfo object."""
+    cached = _CANONICAL.get(id(tool))
+    if cached is None or cached[0] is not tool:
+        if len(_CANONICAL) >= CANONICAL_CACHE_LIMIT:  # re-listed servers leave old objects behind
+            _CANONICAL.clear()
+        text = _canonical_json(canonical_definition(tool))
+        cached = _CANONICAL[id(tool)] = (tool, text, _digest(text))
+    return cached
 
 
 def _digest(canonical: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Pin:
-    """One pinned tool, and a pending definition waiting for approval if it changed."""
+    """One pinned tool, and a pending definition waiting for approval if it changed.
+
+    The definitions are kept as stored (canonical JSON) and parsed when first read: a listing
+    compares hashes only.
+    """
 
     server: str
     tool: str
     hash: str
-    definition: JSONObject
+    definition_json: str
     approved: bool
     pinned_at: float
     pending_hash: str | None
-    pending_definition: JSONObject | None
+    pending_definition_json: str | None
     pending_reason: str | None
+
+    @cached_property
+    def definition(self) -> JSONObject:
+        """The pinned definition."""
+        parsed: JSONObject = json.loads(self.definition_json)
+        return parsed
+
+    @cached_property
+    def pending_definition(self) -> JSONObject | None:
+        """The definition waiting for approval, if any."""
+        if not self.pending_definition_json:
+            return None
+        parsed: JSONObject = json.loads(self.pending_definition_json)
+        return parsed
 
     @property
     def key(self) -> tuple[str, str]:
@@ -174,6 +213,10 @@ class PinBook:
         """The identity ``server``'s pins are kept under."""
         return self._identities.get(server, LEGACY_IDENTITY)
 
+    def lookup(self) -> PinLookup:
+        """A lookup of pins for one listing: each server's pins read in one query, when first asked."""
+        return PinLookup(self)
+
     def check(
         self,
         tool: ToolInfo,
@@ -181,6 +224,8 @@ class PinBook:
         suspicion: Callable[[], str | None] | None = None,
         listing: Callable[[], Sequence[ToolInfo]] | None = None,
         scan: Callable[[ToolInfo], str | None] | None = None,
+        digest: str | None = None,
+        lookup: PinLookup | None = None,
     ) -> PinVerdict:
         """Pin ``tool`` on first sight (tofu), compare it with its pin, and say if it may be exposed.
 
@@ -192,18 +237,40 @@ class PinBook:
         whole listing (each tool scanned by ``scan``), and a tool first seen on a server pinned
         already is quarantined, as a rename of a vanished tool when one resembles it. Without it
         every first sight is trusted as before.
+
+        ``digest`` is the tool's :func:`definition_hash` if the caller has it already; ``lookup``
+        (:meth:`lookup`) reads the pins of a whole listing one query per server instead of one per tool.
         """
         if self.mode == "off" or tool.synthetic or tool.server in self._trusted:
             why = "made by mcpmux" if tool.synthetic else "this program's own"
             why = "pinning is off" if self.mode == "off" else why
             return PinVerdict(True, why, None)
+        pin = lookup.get(tool.server, tool.tool) if lookup is not None else self.get(tool.server, tool.tool)
+        if digest is not None and pin is not None and pin.hash == digest and pin.approved:
+            return PinVerdict(True, "pinned", pin)
+        verdict = self._check(tool, pin, suspicion, listing, scan, lookup)
+        if lookup is not None and verdict.pin is not pin:
+            lookup.forget(tool.server)  # a pin was written (this one, or a whole first listing): read them again
+        return verdict
+
+    def _check(
+        self,
+        tool: ToolInfo,
+        pin: Pin | None,
+        suspicion: Callable[[], str | None] | None,
+        listing: Callable[[], Sequence[ToolInfo]] | None,
+        scan: Callable[[ToolInfo], str | None] | None,
+        lookup: PinLookup | None,
+    ) -> PinVerdict:
         definition = canonical_definition(tool)
-        text = _canonical_json(definition)
-        digest = _digest(text)
-        pin = self.get(tool.server, tool.tool) or self._adopt_legacy(tool.server, tool.tool)
+        _, text, digest = _canonical(tool)
+        pin = pin or self._adopt_legacy(tool.server, tool.tool)
         if pin is None:
             suspicious = suspicion() if suspicion is not None else None
-            known = self.pins(tool.server) if listing is not None else None
+            if listing is None:
+                known = None
+            else:
+                known = lookup.pins(tool.server) if lookup is not None else self.pins(tool.server)
             late = self._newcomer(definition, known, listing) if known and listing is not None else None
             if late is not None and late[1] is not None:
                 pin = self._insert_rename(tool, digest, definition, late[1], _joined(late[0], suspicious) or late[0])
@@ -214,6 +281,10 @@ class PinBook:
             pin = self._insert(tool, digest, text, approved, reason or None)
             if known == [] and listing is not None:
                 self._pin_first_listing(tool, listing(), scan)
+            if pin.hash != digest:  # another process pinned another definition first: it stands, this one waits
+                why = _joined(invisible_change(pin.definition, definition), suspicious) or "definition changed"
+                pin = self._set_pending(pin, digest, definition, why)
+                return PinVerdict(False, pin.pending_reason or "definition changed", pin)
         elif pin.hash != digest:
             if pin.pending_hash != digest:
                 suspicious = suspicion() if suspicion is not None else None
@@ -241,15 +312,23 @@ class PinBook:
         self, seen: ToolInfo, listing: Sequence[ToolInfo], scan: Callable[[ToolInfo], str | None] | None
     ) -> None:
         """Pin every tool of a server's first listing now (each scanned), so a tool that is not in
-        it is a newcomer later, in this process or another."""
+        it is a newcomer later, in this process or another.
+
+        One transaction for the whole listing (a pin another process made first stands).
+        """
+        strict = "awaiting approval (pinning: strict)" if self.mode == "strict" else None
+        pinned_at = time.time()
+        rows: list[dict[str, Any]] = []
         for tool in listing:
             if tool.synthetic or tool.tool == seen.tool or self._adopt_legacy(tool.server, tool.tool) is not None:
                 continue
-            text = _canonical_json(canonical_definition(tool))
+            _, text, digest = _canonical(tool)
             suspicious = scan(tool) if scan is not None else None
             approved = self.mode == "tofu" and suspicious is None
-            strict = "awaiting approval (pinning: strict)" if self.mode == "strict" else None
-            self._insert(tool, _digest(text), text, approved, _joined(suspicious, strict))
+            rows.append(self._row(tool, digest, text, approved, _joined(suspicious, strict), pinned_at))
+        if rows:
+            with self._store.write() as db:
+                db.execute(insert_or_ignore(db, pins), rows)
 
     def approve(self, server: str, tool: str | None = None) -> list[Pin]:
         """Approve the pending definitions of ``server`` (or one tool); return what was approved."""
@@ -316,18 +395,22 @@ class PinBook:
             rows = db.execute(select(*_COLUMNS).where(where).order_by(pins.c.server, pins.c.tool)).all()
         return [_pin(r) for r in rows]
 
-    def _insert(self, tool: ToolInfo, digest: str, definition_json: str, approved: bool, reason: str | None) -> Pin:
-        identity, pinned_at = self.identity(tool.server), time.time()
-        row = {
-            "identity": identity, "server": tool.server, "tool": tool.tool, "hash": digest,
+    def _row(
+        self, tool: ToolInfo, digest: str, definition_json: str, approved: bool, reason: str | None, pinned_at: float
+    ) -> dict[str, Any]:
+        return {
+            "identity": self.identity(tool.server), "server": tool.server, "tool": tool.tool, "hash": digest,
             "definition": definition_json, "approved": approved, "pinned_at": pinned_at, "pending_reason": reason,
         }  # fmt: skip
+
+    def _insert(self, tool: ToolInfo, digest: str, definition_json: str, approved: bool, reason: str | None) -> Pin:
+        pinned_at = time.time()
+        row = self._row(tool, digest, definition_json, approved, reason, pinned_at)
         with self._store.write() as db:
             # RETURNING, not the row count: drivers disagree on counting an ignored insert (psycopg says -1).
             inserted = db.execute(insert_or_ignore(db, pins).values(row).returning(pins.c.tool)).first() is not None
         if inserted:
-            return Pin(tool.server, tool.tool, digest, json.loads(definition_json), approved, pinned_at, None, None,
-                       reason)  # fmt: skip
+            return Pin(tool.server, tool.tool, digest, definition_json, approved, pinned_at, None, None, reason)
         pin = self.get(tool.server, tool.tool)  # another process pinned it first: its pin stands
         assert pin is not None
         return pin
@@ -354,6 +437,39 @@ class PinBook:
         return updated
 
 
+class PinLookup:
+    """The pins of the servers of one listing, each server's read in one query when first asked.
+
+    Made by :meth:`PinBook.lookup` for one pass over a listing and dropped after it: it sees
+    the database as it was when a server was first asked about (a pin written meanwhile by this
+    book drops that server, to be read again).
+    """
+
+    __slots__ = ("_book", "_by_server")
+
+    def __init__(self, book: PinBook) -> None:
+        self._book = book
+        self._by_server: dict[str, dict[str, Pin]] = {}
+
+    def _of(self, server: str) -> dict[str, Pin]:
+        known = self._by_server.get(server)
+        if known is None:
+            known = self._by_server[server] = {pin.tool: pin for pin in self._book.pins(server)}
+        return known
+
+    def get(self, server: str, tool: str) -> Pin | None:
+        """The pin of ``server``'s ``tool``, if any (as :meth:`PinBook.get`)."""
+        return self._of(server).get(tool)
+
+    def pins(self, server: str) -> list[Pin]:
+        """The pins of ``server``, sorted by tool (as :meth:`PinBook.pins`)."""
+        return list(self._of(server).values())
+
+    def forget(self, server: str) -> None:
+        """Read ``server``'s pins again when next asked."""
+        self._by_server.pop(server, None)
+
+
 _COLUMNS = (
     pins.c.server, pins.c.tool, pins.c.hash, pins.c.definition, pins.c.approved, pins.c.pinned_at,
     pins.c.pending_hash, pins.c.pending_definition, pins.c.pending_reason,
@@ -362,8 +478,7 @@ _COLUMNS = (
 
 def _pin(row: Sequence[Any]) -> Pin:
     server, tool, digest, definition, approved, pinned_at, pending_hash, pending_definition, reason = row
-    pending = json.loads(pending_definition) if pending_definition else None
-    return Pin(server, tool, digest, json.loads(definition), bool(approved), pinned_at, pending_hash, pending, reason)
+    return Pin(server, tool, digest, definition, bool(approved), pinned_at, pending_hash, pending_definition, reason)
 
 
 def _joined(*reasons: str | None) -> str | None:

@@ -52,6 +52,12 @@ class Rules:
                 return Decision("deny", f"{_block(where)}.allowed_tools (no pattern matches)")
         return Decision("allow", "allowed")
 
+    def reads_arguments(self, server: str) -> bool:
+        """Whether a call's decision on ``server`` may depend on its arguments or its caller (an approval
+        rule may match them)."""
+        local = self._servers.get(server)
+        return bool(self._global.approval_rules or (local is not None and local.approval_rules))
+
     def call(self, tool: ToolInfo, arguments: Mapping[str, Any], caller: str | None = None) -> Decision:
         """Allow, ask or deny one call of ``tool`` with ``arguments`` by ``caller``."""
         listed = self.listing(tool)

@@ -19,7 +19,7 @@ import binascii
 import dataclasses
 import functools
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Set
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -88,7 +88,7 @@ def scan_tool(
 def _scan(definition: dict[str, Any], server: str, others: MentionSearch | None) -> list[Finding]:
     name = str(definition.get("name", ""))
     found: dict[tuple[str, str], Finding] = {}
-    for location, text in _strings(definition):
+    for location, text in _strings(definition, quiet=_QUIET):
         for hit in _check(text, others):
             finding = Finding(server, name, hit.severity, hit.rule, hit.message, location, hit.excerpt)
             key = (hit.rule, location)
@@ -129,24 +129,67 @@ def suspect(tool: ToolInfo, everyone: Sequence[ToolInfo]) -> str | None:
 class _IndexMentions:
     """Every distinctive name of one index of tools, with the tools offering it."""
 
-    __slots__ = ("_matcher", "_offered", "_siblings")
+    __slots__ = ("_matcher", "_offered", "_siblings", "_tools")
 
     def __init__(self, everyone: Iterable[ToolInfo]) -> None:
-        self._offered: dict[str, set[tuple[str, str]]] = {}
-        self._siblings: dict[str, set[str]] = {}
-        for info in everyone:
-            self._siblings.setdefault(info.server, set()).add(info.tool)
-            for name in (info.name, info.tool):
-                for candidate in (name, name.rpartition(":")[2]):
-                    if is_distinctive(candidate):
-                        self._offered.setdefault(candidate, set()).add((info.server, info.tool))
+        self._tools = _by_server(everyone)
+        self._offered: dict[str, frozenset[tuple[str, str]]] = {}
+        self._siblings: dict[str, frozenset[str]] = {}
+        offered: dict[str, set[tuple[str, str]]] = {}
+        for server, infos in self._tools.items():
+            self._siblings[server] = frozenset(info.tool for info in infos)
+            for info in infos:
+                for candidate in _candidates(info):
+                    offered.setdefault(candidate, set()).add((server, info.tool))
+        self._offered = {candidate: frozenset(offers) for candidate, offers in offered.items()}
         self._matcher = MentionMatcher(self._offered)
+
+    def updated(self, everyone: Iterable[ToolInfo]) -> _IndexMentions:
+        """The mentions of ``everyone``, derived from these when few servers changed (a re-list).
+
+        A server changed when its tools are not the very objects indexed here (the registry hands
+        out the same :class:`ToolInfo` until a server re-lists); only its names are taken out and
+        put back. Many changed servers: built anew.
+        """
+        tools = _by_server(everyone)
+        changed = [s for s in tools.keys() | self._tools.keys() if not _same(tools.get(s, ()), self._tools.get(s, ()))]
+        if len(changed) * 4 > len(tools):
+            return _IndexMentions(everyone)
+        new = _IndexMentions(())
+        new._tools, new._offered, new._siblings = tools, dict(self._offered), dict(self._siblings)
+        touched: dict[str, set[tuple[str, str]]] = {}
+        for server in changed:
+            new._siblings.pop(server, None)
+            for infos, adding in ((self._tools.get(server, ()), False), (tools.get(server, ()), True)):
+                for info in infos:
+                    for candidate in _candidates(info):
+                        if candidate not in touched:
+                            touched[candidate] = set(self._offered.get(candidate, ()))
+                        if adding:
+                            touched[candidate].add((server, info.tool))
+                        else:
+                            touched[candidate].discard((server, info.tool))
+            if server in tools:
+                new._siblings[server] = frozenset(info.tool for info in tools[server])
+        added, removed = [], []
+        for candidate, offers in touched.items():
+            was = candidate in self._offered
+            if offers:
+                new._offered[candidate] = frozenset(offers)
+                if not was:
+                    added.append(candidate)
+            else:
+                new._offered.pop(candidate, None)
+                if was:
+                    removed.append(candidate)
+        new._matcher = self._matcher.changed(added, removed)
+        return new
 
     def search_for(self, tool: ToolInfo) -> MentionSearch | None:
         """The search for names ``tool`` must not mention: other servers' tools that its own server lacks."""
         if not self._matcher:
             return None
-        server, own, siblings = tool.server, tool.tool, self._siblings.get(tool.server, set())
+        server, own, siblings = tool.server, tool.tool, self._siblings.get(tool.server, frozenset())
 
         def foreign(candidate: str) -> bool:
             offers = self._offered[candidate]
@@ -155,7 +198,27 @@ class _IndexMentions:
         return functools.partial(self._matcher.search, accept=foreign)
 
 
+def _by_server(everyone: Iterable[ToolInfo]) -> dict[str, tuple[ToolInfo, ...]]:
+    grouped: dict[str, list[ToolInfo]] = {}
+    for info in everyone:
+        grouped.setdefault(info.server, []).append(info)
+    return {server: tuple(infos) for server, infos in grouped.items()}
+
+
+def _same(these: Sequence[ToolInfo], those: Sequence[ToolInfo]) -> bool:
+    # Identity, not equality: the objects of the older index are alive (it holds them), so a new
+    # object never has an old one's identity; equal definitions re-listed count as changed (harmless).
+    return len(these) == len(those) and all(a is b for a, b in zip(these, those, strict=True))
+
+
+def _candidates(info: ToolInfo) -> set[str]:
+    """The distinctive names a text may mention ``info`` by (canonical and bare)."""
+    names = {info.name, info.name.rpartition(":")[2], info.tool, info.tool.rpartition(":")[2]}
+    return {name for name in names if is_distinctive(name)}
+
+
 _BY_VERSION: weakref.WeakKeyDictionary[IndexVersion, _IndexMentions] = weakref.WeakKeyDictionary()
+_LATEST: list[_IndexMentions] = []  # the mentions built last: a re-list derives its own from them
 
 
 def _mentions_of(everyone: Sequence[ToolInfo]) -> _IndexMentions:
@@ -163,12 +226,26 @@ def _mentions_of(everyone: Sequence[ToolInfo]) -> _IndexMentions:
         return _IndexMentions(everyone)
     mentions = _BY_VERSION.get(everyone.version)
     if mentions is None:
-        mentions = _BY_VERSION[everyone.version] = _IndexMentions(everyone)
+        mentions = _LATEST[0].updated(everyone) if _LATEST else _IndexMentions(everyone)
+        _BY_VERSION[everyone.version] = mentions
+        _LATEST[:] = [mentions]
     return mentions
 
 
+# Short strings known to have no hits whatever the other tools are (keys, "object", "string", plain
+# descriptions): a definition's walk skips them without a call. Bounded: emptied when full.
+_QUIET: set[str] = set()
+
+
 def _check(text: str, others: MentionSearch | None) -> Iterable[rules.Hit]:
-    scanned = _scan_text(text) if len(text) <= CACHED_TEXT_CHARS else _TextScan.of(text)
+    if len(text) > CACHED_TEXT_CHARS:
+        scanned = _TextScan.of(text)
+    else:
+        scanned = _scan_text(text)
+        if scanned.settled == ():
+            if len(_QUIET) >= CACHED_TEXTS:
+                _QUIET.clear()
+            _QUIET.add(text)
     if scanned.settled is not None:
         return scanned.settled
     return _hits(text, scanned, others)
@@ -242,26 +319,36 @@ def _as_json(tool: ToolInfo | types.Tool | dict[str, Any]) -> dict[str, Any]:
     return dumped
 
 
-def _strings(value: Any, location: str = "") -> list[tuple[str, str]]:
-    """Every string of a JSON value with its location; keys of objects too (``path#key``)."""
+def _strings(value: Any, location: str = "", *, quiet: Set[str] = frozenset()) -> list[tuple[str, str]]:
+    """Every string of a JSON value with its location; keys of objects too (``path#key``).
+
+    Strings in ``quiet`` are left out.
+    """
     found: list[tuple[str, str]] = []
-    _collect(value, location, found)
+    _collect(value, location, found, quiet)
     return found
 
 
-def _collect(value: Any, location: str, found: list[tuple[str, str]]) -> None:
+def _collect(value: Any, location: str, found: list[tuple[str, str]], quiet: Set[str]) -> None:
     # A plain recursive function: recursive generators cost a frame resumption per level and string.
     if isinstance(value, str):
-        found.append((location, value))
+        if value not in quiet:
+            found.append((location, value))
     elif isinstance(value, dict):
         for key, item in value.items():
             inner = f"{location}.{key}" if location else str(key)
-            found.append((f"{inner}#key", str(key)))
-            if key not in _SKIPPED_KEYS:
-                _collect(item, inner, found)
+            if key not in quiet:
+                found.append((f"{inner}#key", str(key)))
+            if key in _SKIPPED_KEYS:
+                continue
+            if isinstance(item, str):  # most values: no call for them
+                if item not in quiet:
+                    found.append((inner, item))
+            elif isinstance(item, dict | list):
+                _collect(item, inner, found, quiet)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _collect(item, f"{location}[{index}]", found)
+            _collect(item, f"{location}[{index}]", found, quiet)
 
 
 def _rank(finding: Finding) -> int:

@@ -134,8 +134,8 @@ class StateStore:
         for attempt in range(1, APPEND_ATTEMPTS + 1):
             try:
                 with writing(self.engine) as connection:
-                    for table, row in batch:
-                        connection.execute(table.insert(), row)
+                    for table, rows in _runs(batch):
+                        connection.execute(table.insert(), rows)  # one statement per run of alike rows
                 return
             except SQLAlchemyError as exc:
                 if isinstance(exc, IntegrityError) and len(batch) > 1:
@@ -149,6 +149,18 @@ class StateStore:
                     return
                 logger.warning("writing %d rows to %s failed (%s); trying again", len(batch), self.path, exc)
                 time.sleep(0.1 * attempt)
+
+
+def _runs(batch: list[_Row]) -> list[tuple[Table, list[dict[str, Any]]]]:
+    """The rows of ``batch`` in order, consecutive rows of one table with the same columns together."""
+    runs: list[tuple[Table, list[dict[str, Any]]]] = []
+    for table, row in batch:
+        last = runs[-1] if runs else None
+        if last is not None and last[0] is table and last[1][0].keys() == row.keys():
+            last[1].append(row)
+        else:
+            runs.append((table, [row]))
+    return runs
 
 
 def _url(where: Path | str | None) -> str:
