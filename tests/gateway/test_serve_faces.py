@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import anyio
+import httpx2
 import mcp_types as types
 import psutil
 import pytest
@@ -84,15 +85,22 @@ async def test_sigterm_lets_the_call_in_flight_finish_then_stops_the_upstreams(t
     with serve(tmp_path, write_config(tmp_path, ("everything",)), "--http", "127.0.0.1:0") as serving:
         children = psutil.Process(serving.process.pid).children(recursive=True)
         assert children
+        result, took = None, 0.0
         with anyio.fail_after(30):
-            async with Client(serving.url, mode="legacy") as client:
-                args = {"duration": 1.5, "steps": 3}
-                timer = threading.Timer(0.5, serving.process.terminate)
-                timer.start()
-                started = time.monotonic()
-                result = await client.call_tool("everything__trigger-long-running-operation", args)
-                assert time.monotonic() - started >= 1.4
-                assert "completed" in text(result).lower()
+            try:
+                async with Client(serving.url, mode="legacy") as client:
+                    args = {"duration": 1.5, "steps": 3}
+                    timer = threading.Timer(0.5, serving.process.terminate)
+                    timer.start()
+                    started = time.monotonic()
+                    result = await client.call_tool("everything__trigger-long-running-operation", args)
+                    took = time.monotonic() - started
+            except* httpx2.ConnectError:
+                # The gateway stops once the call is answered, as told: a client that is still closing
+                # (its last request or session DELETE) may find it gone. Only after the answer, though.
+                assert result is not None
+        assert result is not None and took >= 1.4
+        assert "completed" in text(result).lower()
         assert await anyio.to_thread.run_sync(serving.process.wait, 15) == 0
         assert "stopped" in serving.log()
         assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]

@@ -5,13 +5,10 @@ either are in the shared database."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx2
-import psycopg
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -19,21 +16,12 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.gateway.serving import mcpmux, serve
 from tests.gateway.test_serve_http import INIT, MCP_HEADERS, _Streams, text
 from tests.peers.fixtures import stdio_command
+from tests.replicas.conftest import shared_database
 from tests.sources.conftest import postgres_server
 
-__all__ = ["postgres_server"]
+__all__ = ["postgres_server", "shared_database"]
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
-
-
-@pytest.fixture
-def shared_database(postgres_server: str) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield "postgresql+psycopg://" + postgres_server.removeprefix("postgresql://").rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def config_on(root: Path, url: str) -> Path:
