@@ -171,6 +171,7 @@ class Cluster:
         self.started_at = time.time()
         self._peers: dict[str, Replica] = {}
         self._read_at = 0.0
+        self._reread = anyio.Lock()
         self._handlers: dict[str, list[Callable[[str], None]]] = {}
         self._client: httpx.AsyncClient | None = None
         self._key = self._shared_key()
@@ -197,13 +198,24 @@ class Cluster:
         return sorted(self._peers.values(), key=lambda r: r.id)
 
     def replica(self, replica_id: str) -> Replica | None:
-        """The live replica ``replica_id`` (read again from the database when it is not known yet,
-        at most once per :data:`REREAD_S`: names that clients send cannot make a query each)."""
+        """The live replica ``replica_id`` as of the last read of the registry (see :meth:`lookup`)."""
+        return self._peers.get(replica_id)
+
+    async def lookup(self, replica_id: str) -> Replica | None:
+        """The live replica ``replica_id``; one not known yet is looked for in a read of the registry
+        that starts after this call (a replica that joined since the last heartbeat is found, so its
+        sessions are never refused as gone). Reads are shared by every lookup waiting for one and
+        start at most once per :data:`REREAD_S`: names that clients make up cannot make a query each.
+        """
         found = self._peers.get(replica_id)
-        if found is None and time.monotonic() - self._read_at >= REREAD_S:
-            self._peers = self._read_peers()
-            found = self._peers.get(replica_id)
-        return found
+        if found is not None:
+            return found
+        asked = time.monotonic()
+        async with self._reread:
+            if self._read_at < asked:  # no read began after we asked: begin one (others share it)
+                await anyio.sleep(max(0.0, self._read_at + REREAD_S - time.monotonic()))
+                self._peers = await anyio.to_thread.run_sync(self._read_peers)
+        return self._peers.get(replica_id)
 
     def forget(self, replica_id: str) -> None:
         """``replica_id`` did not answer: treat it as gone until its next heartbeat is read."""
@@ -413,7 +425,7 @@ class Forwarder:
 
     async def _console(self, scope: Scope, receive: Receive, send: Send) -> None:
         owner = _cookie(dict(scope["headers"]).get(b"cookie", b""), CONSOLE_COOKIE)
-        if owner is not None and owner != self.cluster.id and self.cluster.replica(owner) is not None:
+        if owner is not None and owner != self.cluster.id and await self.cluster.lookup(owner) is not None:
             await self._forward(owner, scope, await _body(receive), send, receive, session=False, console=True)
             return
         mark = f"{CONSOLE_COOKIE}={self.cluster.id}; Path={self.console}; HttpOnly; SameSite=Strict".encode()
@@ -443,7 +455,7 @@ class Forwarder:
             return
         body = await _body(receive)
         owner = _state_owner(body)
-        if owner is not None and owner != self.cluster.id and self.cluster.replica(owner) is not None:
+        if owner is not None and owner != self.cluster.id and await self.cluster.lookup(owner) is not None:
             await self._forward(owner, scope, body, send, receive, session=False)
             return
         # Ours, or its owner is gone: served here (a retry of a call that lived elsewhere is told to call again).
@@ -453,7 +465,7 @@ class Forwarder:
         self, owner: str, scope: Scope, body: bytes, send: Send, receive: Receive, *, session: bool,
         console: bool = False,
     ) -> None:  # fmt: skip
-        replica = self.cluster.replica(owner)
+        replica = await self.cluster.lookup(owner)
         if replica is None:
             await self._gone(owner, scope, body, send, receive, session=session)
             return

@@ -56,7 +56,6 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 _TOOLSET = re.compile(TOOLSET_NAME_PATTERN)
 
 
-
 @dataclass(frozen=True, slots=True)
 class TokenInfo:
     """A token as listed: its name and when it was made (never the token itself)."""
