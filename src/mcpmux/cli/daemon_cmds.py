@@ -16,7 +16,7 @@ import anyio
 import click
 
 from mcpmux.cli.output import command_config, emit, json_option, state, table
-from mcpmux.errors import EXIT_OK, EXIT_UNREACHABLE, DaemonUnavailable
+from mcpmux.errors import EXIT_UNREACHABLE, DaemonUnavailable
 from mcpmux.json_shapes import JSONObject
 
 __all__ = ["connect_cmd", "daemon"]
@@ -144,20 +144,7 @@ def connect_cmd(server: str | None, every: bool) -> int:
     """A stdio MCP server that is SERVER (or --all) served warm by the daemon, for other hosts' configs."""
     if (server is None) == (not every):
         raise click.UsageError("give one SERVER or --all")
-    config = command_config()
-    override = state().daemon
-    if every:
-        return _connect_all(override)
-    from mcpmux.daemon.shim import connect_one
-
-    return anyio.run(connect_one, config, config.server(server or ""), override)
-
-
-def _connect_all(override: str | None) -> int:
-    from mcpmux.daemon.client import connection_factory
-    from mcpmux.gateway.run import ServeOptions, serve
+    from mcpmux.daemon.shim import connect
 
     config = command_config()
-    factory = connection_factory(config, override, client="connect")
-    anyio.run(lambda: serve(config, ServeOptions(stdio=True), connection_factory=factory))
-    return EXIT_OK
+    return connect(config, None if every else config.server(server or ""), state().daemon)

@@ -12,8 +12,11 @@ The entry travels resolved (``${VAR}`` expanded with the client's environment, f
 files and working directory), so the daemon runs what the client would have run; its fingerprint
 (SHA-256 of the canonical JSON of entry, settings, security and the requests the client
 can answer) picks the warm instance, and a
-changed entry gets a new one. ``mcpmux/status`` and ``mcpmux/stop`` are the other two requests a
-connection may start with (one answer, then the connection closes).
+changed entry gets a new one. ``mcpmux/attach-all`` (:class:`AttachAll`, ``mcpmux connect --all``)
+sends the client's whole configuration instead: the daemon then serves every configured server as
+one MCP server for that connection (the gateway's names), its stdio servers from the warm pool.
+``mcpmux/status`` and ``mcpmux/stop`` are the other two requests a connection may start with (one
+answer, then the connection closes).
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ from mcpmux.json_shapes import JSONObject
 
 __all__ = [
     "ATTACH",
+    "ATTACH_ALL",
     "REQUEST_ID",
     "STATUS",
     "STOP",
     "Attach",
+    "AttachAll",
     "daemon_mode",
     "error_reply",
     "origin_of",
@@ -45,7 +50,7 @@ __all__ = [
     "servable",
 ]
 
-ATTACH, STATUS, STOP = "mcpmux/attach", "mcpmux/status", "mcpmux/stop"
+ATTACH, ATTACH_ALL, STATUS, STOP = "mcpmux/attach", "mcpmux/attach-all", "mcpmux/status", "mcpmux/stop"
 REQUEST_ID = "mcpmux"
 # The first line is read before anything else is known about the client: kept small.
 MAX_ATTACH_BYTES = 1024 * 1024
@@ -103,6 +108,49 @@ class Attach:
             settings=Settings(**params.get("settings", {})),
             security=SecurityConfig(**params.get("security", {})),
             answers=tuple(sorted({str(a) for a in params.get("answers", ())} & {"elicitation", "sampling"})),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AttachAll:
+    """A client's request for every server of its configuration as one MCP server (``connect --all``)."""
+
+    origin: str
+    config: Config
+    client: str = "connect"
+
+    def params(self) -> JSONObject:
+        """The request's ``params`` (secrets revealed: they travel only over the user's own socket)."""
+        config = self.config
+        return {
+            "origin": self.origin,
+            "client": self.client,
+            "config": _plain(config.model_dump(by_alias=True)),
+            "secrets": sorted(config.secret_values),
+            "server_secrets": {s.name: sorted(s.secret_values) for s in config.servers if s.secret_values},
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> AttachAll:
+        """The request behind ``params``.
+
+        Raises:
+            ValueError: the configuration is invalid (pydantic's error).
+            KeyError: no ``config``.
+            TypeError: ``server_secrets`` is not a mapping of lists.
+        """
+        config = Config.model_validate(params["config"])
+        held = params.get("server_secrets") or {}
+        if not isinstance(held, Mapping):
+            raise TypeError("server_secrets must map server names to lists of values")
+        servers = tuple(
+            s.model_copy(update={"secret_values": frozenset(str(v) for v in held.get(s.name, ()))})
+            for s in config.servers
+        )
+        secrets = frozenset(str(s) for s in params.get("secrets", ()))
+        config = config.model_copy(update={"servers": servers, "secret_values": secrets})
+        return cls(
+            origin=str(params.get("origin", "")), config=config, client=str(params.get("client", "connect"))[:64]
         )
 
 

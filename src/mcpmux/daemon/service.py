@@ -4,9 +4,10 @@ Start-up: take the lock file (``flock``; a second daemon that loses the race say
 and exits 0), start the watchdog (children die with the daemon), bind the socket 0600 in the
 private runtime directory. Each connection: the peer's uid is checked with ``SO_PEERCRED``
 (another user's process is closed unanswered), its first request is read (bounded in size and
-time), then it speaks MCP with the gateway of its instance (:mod:`.pool`), every message tagged
-with the peer's pid for the audit log. The daemon stops on SIGTERM/SIGINT, on ``mcpmux/stop``, or
-after ``linger_s`` with no client and no server.
+time), then it speaks MCP with the gateway of its instance (:mod:`.pool`), or, attached with
+all of its configuration (``connect --all``), with a gateway of its own over the pool
+(:mod:`.session`), every message tagged with the peer's pid for the audit log. The daemon
+stops on SIGTERM/SIGINT, on ``mcpmux/stop``, or after ``linger_s`` with no client and no server.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,14 +27,23 @@ import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
 from anyio.streams.buffered import BufferedByteStream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from mcpmux.config.models import DEFAULT_MAX_MESSAGE_BYTES
-from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, STATUS, STOP, Attach, error_reply, result_reply
+from mcpmux.daemon.attach import (
+    ATTACH,
+    ATTACH_ALL,
+    MAX_ATTACH_BYTES,
+    STATUS,
+    STOP,
+    Attach,
+    AttachAll,
+    error_reply,
+    result_reply,
+)
 from mcpmux.daemon.paths import socket_path
 from mcpmux.daemon.peer import peer_credentials
 from mcpmux.daemon.pool import REAP_INTERVAL_S, Instance, Pool, Refused
+from mcpmux.daemon.session import serve_all, tagged
 from mcpmux.daemon.watchdog import Watchdog
 from mcpmux.errors import ConfigError, MCPMuxError
 from mcpmux.gateway.caller import LocalCaller
@@ -49,7 +58,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_LINGER_S = 60.0
 ATTACH_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 15.0
-Item = SessionMessage | Exception
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +136,7 @@ class _Daemon:
     def __init__(
         self, tg: anyio.abc.TaskGroup, store: StateStore, options: DaemonOptions, watchdog: Watchdog, path: Path
     ) -> None:
-        self.pool = Pool(tg, store)
+        self.pool, self.store = Pool(tg, store), store
         self.options, self.watchdog, self.path = options, watchdog, path
         self.stopping = anyio.Event()
         self.connections = 0
@@ -180,6 +188,8 @@ class _Daemon:
                 self.stopping.set()
             elif method == ATTACH:
                 await self._attach(buffered, stream, params, peer.pid)
+            elif method == ATTACH_ALL:
+                await self._attach_all(buffered, stream, params, peer.pid)
             else:
                 await stream.send(error_reply(f"unknown first request {method!r}", -32601))
 
@@ -202,6 +212,17 @@ class _Daemon:
             await _serve_mcp(instance, buffered, pid, attach.settings.max_message_bytes)
         finally:
             self.pool.release(instance)
+
+    async def _attach_all(
+        self, buffered: BufferedByteStream, stream: anyio.abc.SocketStream, params: Any, pid: int
+    ) -> None:
+        try:
+            attach = AttachAll.from_params(params if isinstance(params, dict) else {})
+        except (ConfigError, KeyError, TypeError, ValueError) as exc:
+            await stream.send(error_reply(f"invalid attach-all request: {exc}", -32602))
+            return
+        await stream.send(result_reply({"daemon_pid": os.getpid(), "servers": len(attach.config.servers)}))
+        await serve_all(self.pool, attach, buffered, pid, self.store)
 
     def status(self) -> JSONObject:
         return {
@@ -237,36 +258,12 @@ async def _serve_mcp(instance: Instance, stream: BufferedByteStream, pid: int, m
     limit = max(max_bytes, DEFAULT_MAX_MESSAGE_BYTES)
     async with (
         framed_streams(name, stream, limit, f"client pid {pid}") as streams,
-        _tagged(streams.read, LocalCaller(pid)) as read,
+        tagged(streams.read, LocalCaller(pid)) as read,
     ):
         try:
             await server.run(read, streams.write, server.create_initialization_options())
         except MCPMuxError as exc:
             logger.warning("session of pid %d with %s ended: %s", pid, name, exc)
-
-
-@asynccontextmanager
-async def _tagged(source: Any, caller: LocalCaller) -> AsyncIterator[MemoryObjectReceiveStream[Item]]:
-    """``source`` with every message carrying ``caller`` as its request context (the audit names it)."""
-    send, receive = anyio.create_memory_object_stream[Item](0)
-    metadata = ServerMessageMetadata(request_context=caller)
-
-    async def pump(sink: MemoryObjectSendStream[Item]) -> None:
-        async with sink:
-            async for item in source:
-                tagged = SessionMessage(item.message, metadata=metadata) if isinstance(item, SessionMessage) else item
-                try:
-                    await sink.send(tagged)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    return
-
-    with receive:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pump, send)
-            try:
-                yield receive
-            finally:
-                tg.cancel_scope.cancel()
 
 
 def _unlink(path: Path, inode: int | None = None) -> None:

@@ -1,91 +1,170 @@
-"""``mcpmux connect SERVER``: stdin/stdout joined to the daemon's instance of SERVER, byte for byte.
+"""``mcpmux connect SERVER|--all``: stdin/stdout joined to the daemon, byte for byte.
 
-The shim attaches (the daemon starts the server or reuses its warm instance), then copies bytes
-both ways: the host's ``initialize`` reaches the daemon's gateway, which names the host in its
-audit rows. Without a daemon (``auto`` mode, none can be started, or it cannot serve the server)
-the shim serves SERVER itself, through the same gateway code and guard. When the daemon goes away
-mid-session the shim exits 3 with one line on stderr; the host restarts it as it would a server.
+The shim attaches (``mcpmux/attach`` for one server: the daemon's warm instance of it;
+``mcpmux/attach-all`` for ``--all``: the daemon serves every configured server as one MCP server
+for this connection, :mod:`.session`), then replaces itself with the standard-library
+:mod:`.relay` (``exec``: the same process, the host sees no change), which copies bytes both ways.
+The host's ``initialize`` reaches the daemon's gateway, which names the host in its audit rows.
+
+Without a daemon (``auto`` and none runs, ``off``, or it will not serve this) the shim serves
+itself through the same gateway code and guard: the host gets the same answers. Under ``on`` a
+daemon is started when none runs, and failing to reach it is exit 3. When the daemon goes away
+mid-session the relay exits 3 with one line on stderr; the host restarts it as it would a server.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import socket
 import sys
+from pathlib import Path
 
-import anyio
-from anyio.abc import ByteStream
+from mcpmux.config.models import Config, DaemonMode, ServerConfig
+from mcpmux.daemon.attach import (
+    ATTACH,
+    ATTACH_ALL,
+    MAX_ATTACH_BYTES,
+    Attach,
+    AttachAll,
+    daemon_mode,
+    origin_of,
+    request_line,
+    servable,
+)
+from mcpmux.daemon.paths import check_owned, socket_path
+from mcpmux.errors import EXIT_OK, DaemonUnavailable
+from mcpmux.json_shapes import JSONObject
 
-from mcpmux.config.models import Config, ServerConfig
-from mcpmux.daemon.client import DaemonClient, daemon_mode
-from mcpmux.errors import EXIT_OK, EXIT_UNREACHABLE
+__all__ = ["ANSWERS", "REPLY_TIMEOUT_S", "attach_socket", "connect", "relay_command"]
 
-__all__ = ["CHUNK_BYTES", "connect_one"]
+logger = logging.getLogger(__name__)
 
-CHUNK_BYTES = 64 * 1024
+REPLY_TIMEOUT_S = 60.0  # the first attach of a server waits for it to start (npx can take seconds)
+ANSWERS = ("elicitation", "sampling")
+"""What a host behind ``connect`` may be asked: the bytes reach it, so the instance may ask it."""
 
 
-async def connect_one(config: Config, server: ServerConfig, override: str | None = None) -> int:
-    """Serve ``server`` on stdio through the daemon (or here); the exit code."""
+def connect(config: Config, server: ServerConfig | None, override: str | None = None) -> int:
+    """Serve ``server`` (``None``: every server) on stdio through the daemon, or here; the exit code.
+
+    Through the daemon this never returns: the process becomes the relay.
+
+    Raises:
+        DaemonUnavailable: (``on``) the daemon cannot be started, reached, or will not serve it.
+    """
     mode = daemon_mode(config, override)
-    if mode != "off" and DaemonClient.serves(server):
-        attached = await DaemonClient(config, mode, client="connect").attach(server, config.settings)
+    if mode != "off" and (server is None or servable(server)):
+        attached = _attach(config, server, mode)
         if attached is not None:
-            return await _pipe(attached[1])
-    return await _serve_here(config, server)
+            _become_relay(attached)
+    return _serve_here(config, server)
 
 
-async def _serve_here(config: Config, server: ServerConfig) -> int:
+def _attach(config: Config, server: ServerConfig | None, mode: DaemonMode) -> socket.socket | None:
+    """The attached socket, or ``None`` (``auto``) to serve here; ``on`` starts the daemon if none runs."""
+    params = _params(config, server)
+    try:
+        try:
+            return attach_socket(ATTACH if server is not None else ATTACH_ALL, params)
+        except DaemonUnavailable as exc:
+            if mode != "on" or not isinstance(exc.__cause__, FileNotFoundError | ConnectionRefusedError):
+                raise
+        import anyio
+
+        from mcpmux.daemon.client import start_daemon
+
+        anyio.run(start_daemon)
+        return attach_socket(ATTACH if server is not None else ATTACH_ALL, params)
+    except DaemonUnavailable as exc:
+        if mode == "on":
+            raise DaemonUnavailable(exc.socket, str(exc.reason), server=server.name if server else "daemon") from exc
+        logger.info("connect: not through the daemon (%s); serving here", exc.reason)
+        return None
+
+
+def _params(config: Config, server: ServerConfig | None) -> JSONObject:
+    if server is None:
+        return AttachAll(origin_of(config), config, client="connect").params()
+    from mcpmux.config.effective import with_effective_sandbox
+
+    # As the daemon's manager hands it on: the same entry, so the same warm instance as `mcpmux call`.
+    entry = with_effective_sandbox(server, config.security)
+    return Attach(origin_of(config), entry, config.settings, config.security, "connect", ANSWERS).params()
+
+
+def attach_socket(method: str, params: JSONObject, path: Path | None = None) -> socket.socket:
+    """A blocking socket attached with ``method`` (its answer read, nothing past it).
+
+    Raises:
+        DaemonUnavailable: no daemon, not this user's, no answer in time, or it refused (its reason).
+    """
+    where = path or socket_path()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        check_owned(where)
+        sock.settimeout(REPLY_TIMEOUT_S)
+        sock.connect(str(where))
+        sock.sendall(request_line(method, params))
+        reply = json.loads(_line(sock))
+    except FileNotFoundError as exc:
+        sock.close()
+        raise DaemonUnavailable(where, "no daemon is running") from exc
+    except TimeoutError as exc:
+        sock.close()
+        raise DaemonUnavailable(where, f"no answer to {method} within {REPLY_TIMEOUT_S:g} s") from exc
+    except (OSError, ValueError) as exc:
+        sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise DaemonUnavailable(where, f"{method}: {reason}") from exc
+    except BaseException:
+        sock.close()
+        raise
+    if not isinstance(reply, dict) or "error" in reply:
+        sock.close()
+        error = reply.get("error", reply) if isinstance(reply, dict) else reply
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise DaemonUnavailable(where, f"the daemon refused {method}: {message}")
+    sock.settimeout(None)
+    return sock
+
+
+def _line(sock: socket.socket) -> bytes:
+    """The answer line, read a byte at a time: what follows it belongs to the relay."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        if len(line) > MAX_ATTACH_BYTES:
+            raise ValueError(f"an answer longer than {MAX_ATTACH_BYTES} bytes")
+        byte = sock.recv(1)
+        if not byte:
+            raise ConnectionResetError("the daemon closed the connection before it answered")
+        line += byte
+    return bytes(line)
+
+
+def relay_command(fd: int) -> list[str]:
+    """The relay's command line (``-P``: a module in the working directory never shadows mcpmux)."""
+    return [sys.executable, "-P", "-m", "mcpmux.daemon.relay", str(fd)]
+
+
+def _become_relay(sock: socket.socket) -> None:
+    fd = sock.detach()
+    os.set_inheritable(fd, True)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    command = relay_command(fd)
+    os.execv(command[0], command)
+
+
+def _serve_here(config: Config, server: ServerConfig | None) -> int:
+    import anyio
+
     from mcpmux.gateway.run import ServeOptions, serve
 
-    alone = config.model_copy(update={"servers": (server.model_copy(update={"prefix": ""}),)})
-    await serve(alone, ServeOptions(stdio=True), announce=lambda _line: None)
-    return EXIT_OK
-
-
-async def _pipe(stream: ByteStream) -> int:
-    """Copy stdin to ``stream`` and ``stream`` to stdout until either side ends.
-
-    stdin and stdout are made non-blocking and polled by the event loop (no thread stuck in a
-    ``read`` keeps the process alive after the daemon's end closed).
-    """
-    stdin_ended = anyio.Event()
-    os.set_blocking(0, False)
-    os.set_blocking(1, False)
-
-    async def upstream() -> None:
-        while data := await _read(0):
-            await stream.send(data)
-        stdin_ended.set()
-        await stream.send_eof()
-
-    async with stream, anyio.create_task_group() as tg:
-        tg.start_soon(upstream)
-        try:
-            while True:
-                await _write_all(1, await stream.receive())
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-        tg.cancel_scope.cancel()
-    if stdin_ended.is_set():
+    if server is None:
+        anyio.run(lambda: serve(config, ServeOptions(stdio=True)))
         return EXIT_OK
-    sys.stderr.write("mcpmux connect: the daemon closed the connection (stopped or killed)\n")
-    return EXIT_UNREACHABLE
-
-
-async def _read(fd: int) -> bytes:
-    while True:
-        await anyio.wait_readable(fd)
-        try:
-            return os.read(fd, CHUNK_BYTES)
-        except BlockingIOError:
-            continue
-
-
-async def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        await anyio.wait_writable(fd)
-        try:
-            view = view[os.write(fd, view) :]
-        except BlockingIOError:
-            continue
+    alone = config.model_copy(update={"servers": (server.model_copy(update={"prefix": ""}),)})
+    anyio.run(lambda: serve(alone, ServeOptions(stdio=True), announce=lambda _line: None))
+    return EXIT_OK
