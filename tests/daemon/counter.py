@@ -23,5 +23,11 @@ def counter() -> MockServer:
         await anyio.sleep(seconds)
         return "waited"
 
+    def big(size: int) -> str:
+        """``size`` bytes of text (a result larger than a pipe's or socket's buffer many times over)."""
+        return "x" * size
+
     wait_schema = {"type": "object", "properties": {"marker": {"type": "string"}, "seconds": {"type": "number"}}}
-    return MockServer("counter").tool("bump", bump).tool("wait", wait, schema=wait_schema)
+    big_schema = {"type": "object", "properties": {"size": {"type": "integer"}}, "required": ["size"]}
+    server = MockServer("counter").tool("bump", bump).tool("wait", wait, schema=wait_schema)
+    return server.tool("big", big, schema=big_schema)
