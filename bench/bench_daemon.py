@@ -6,7 +6,9 @@
 2. Five simulated host sessions (``mcpmux connect --all`` each, as five Claude Code sessions would
    run) over the reference servers (everything, filesystem, memory, time, git, and the built-ins
    workspace and content_store): processes and total RSS of everything the sessions and the
-   daemon run (psutil), without and with the daemon.
+   daemon run (psutil), without and with the daemon; medians of three rounds, and the process
+   tree (who each process is) of the last round with the daemon. A third row leaves the sessions'
+   own processes out of the baseline: hosts that run the stdio servers themselves.
 3. A call through ``mcpmux connect everything`` vs straight to the server, each from an SDK
    ``ClientSession``: sequential calls per second and the overhead per call.
 
@@ -39,6 +41,7 @@ from tests.peers.fixtures import make_git_repo, peers_dir, stdio_command  # noqa
 
 SESSIONS = 5
 ONE_SHOT_RUNS = 7
+SESSION_ROUNDS = 3
 CALLS = 300
 WAIT_S = 180.0
 
@@ -194,44 +197,95 @@ def _settle(pids: list[int], expected_children: int) -> list[psutil.Process]:
     return _tree(pids)
 
 
+def _describe(process: psutil.Process, roles: dict[int, str]) -> tuple[str, str]:
+    """(role, short command) of one measured process, for the process tree table."""
+    try:
+        cmdline = process.cmdline()
+    except psutil.NoSuchProcess:
+        return "gone", "?"
+    role = roles.get(process.pid)
+    if role is None:
+        role = "watchdog" if any("watchdog" in part for part in cmdline) else "server"
+    words = [Path(cmdline[0]).name] if cmdline else ["?"]
+    words += [Path(a).name if "/" in a else a for a in cmdline[1:4]]
+    return role, " ".join(words)[:70]
+
+
+def _round(env: dict[str, str], cwd: Path, flags: tuple[str, ...], with_daemon: bool) -> dict[str, object]:
+    """One measurement of SESSIONS sessions: processes, RSS, tools listed, and who each process is."""
+    daemon_pid: list[int] = []
+    if with_daemon:
+        _mcpmux(env, cwd, "daemon", "start", "--linger", "600")
+        status = json.loads(subprocess.run(
+            [sys.executable, "-m", "mcpmux", "--json", "daemon", "status"], env=env, cwd=cwd,
+            capture_output=True, check=True,
+        ).stdout)  # fmt: skip
+        daemon_pid = [int(status["pid"])]
+    running = [_session(env, cwd, *flags) for _ in range(SESSIONS)]
+    try:
+        tools = [_wait_listed(p) for p in running]
+        processes = _settle([p.pid for p in running] + daemon_pid, SESSIONS)
+        roles = {p.pid: "session" for p in running} | {pid: "daemon" for pid in daemon_pid}
+        tree: dict[tuple[str, str], list[float]] = {}
+        for process in processes:
+            try:
+                rss = process.memory_info().rss / 2**20
+            except psutil.NoSuchProcess:
+                continue
+            tree.setdefault(_describe(process, roles), []).append(rss)
+        sessions_rss = _rss_mb([p for p in processes if roles.get(p.pid) == "session"])
+        return {
+            "processes": len(processes), "rss_mb": _rss_mb(processes), "tools": min(tools),
+            "session_rss_mb": sessions_rss,
+            "tree": [[role, command, len(rss), round(sum(rss), 1)] for (role, command), rss in sorted(tree.items())],
+        }  # fmt: skip
+    finally:
+        for session in running:
+            assert session.stdin is not None
+            session.stdin.close()
+        for session in running:
+            try:
+                session.wait(60)
+            except subprocess.TimeoutExpired:
+                session.kill()
+                session.wait(30)
+            if session.stdout is not None:
+                session.stdout.close()
+        if daemon_pid:
+            _mcpmux(env, cwd, "daemon", "stop")
+
+
 def sessions(env: dict[str, str], cwd: Path) -> tuple[list[list[object]], dict[str, object]]:
-    results: dict[str, tuple[int, float, int]] = {}
-    for label, flags in (("without daemon", ("--no-daemon",)), ("with daemon", ("--daemon",))):
-        daemon_pid: list[int] = []
-        if label == "with daemon":
-            _mcpmux(env, cwd, "daemon", "start", "--linger", "600")
-            status = json.loads(subprocess.run(
-                [sys.executable, "-m", "mcpmux", "--json", "daemon", "status"], env=env, cwd=cwd,
-                capture_output=True, check=True,
-            ).stdout)  # fmt: skip
-            daemon_pid = [int(status["pid"])]
-        running = [_session(env, cwd, *flags) for _ in range(SESSIONS)]
-        try:
-            tools = [_wait_listed(p) for p in running]
-            processes = _settle([p.pid for p in running] + daemon_pid, SESSIONS)
-            results[label] = (len(processes), _rss_mb(processes), min(tools))
-        finally:
-            for process in running:
-                assert process.stdin is not None
-                process.stdin.close()
-            for process in running:
-                try:
-                    process.wait(60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(30)
-                for stream in (process.stdout,):
-                    if stream is not None:
-                        stream.close()
-            if daemon_pid:
-                _mcpmux(env, cwd, "daemon", "stop")
-    (p0, m0, t0), (p1, m1, t1) = results["without daemon"], results["with daemon"]
+    """Medians of SESSION_ROUNDS rounds, without and with the daemon alternating."""
+    rounds: dict[str, list[dict[str, object]]] = {"without daemon": [], "with daemon": []}
+    for _ in range(SESSION_ROUNDS):
+        rounds["without daemon"].append(_round(env, cwd, ("--no-daemon",), with_daemon=False))
+        rounds["with daemon"].append(_round(env, cwd, ("--daemon",), with_daemon=True))
+
+    def median(label: str, key: str) -> float:
+        return float(statistics.median(float(r[key]) for r in rounds[label]))  # type: ignore[arg-type]
+
+    p0, m0, t0 = (
+        median("without daemon", "processes"),
+        median("without daemon", "rss_mb"),
+        median("without daemon", "tools"),
+    )
+    p1, m1, t1 = median("with daemon", "processes"), median("with daemon", "rss_mb"), median("with daemon", "tools")
+    # A host that runs the stdio servers itself (no mcpmux, so no built-ins): the sessions' own processes left out.
+    s0 = median("without daemon", "session_rss_mb")
     rows: list[list[object]] = [
         [f"{SESSIONS} sessions x 7 servers, without daemon", p0, round(m0, 1), t0, "", ""],
         [f"{SESSIONS} sessions x 7 servers, with daemon", p1, round(m1, 1), t1,
          f"{p0 / p1:.1f}x fewer processes", f"{m0 / m1:.1f}x less memory"],
+        [f"{SESSIONS} hosts running the 5 stdio servers themselves (no mcpmux)", p0 - SESSIONS, round(m0 - s0, 1), "",
+         f"{(p0 - SESSIONS) / p1:.1f}x fewer with the daemon", f"{(m0 - s0) / m1:.1f}x less with the daemon"],
     ]  # fmt: skip
-    return rows, {"processes_ratio": p0 / p1, "memory_ratio": m0 / m1}
+    last = rounds["with daemon"][-1]["tree"], rounds["without daemon"][-1]["tree"]
+    extra = {
+        "processes_ratio": p0 / p1, "memory_ratio": m0 / m1, "rounds": SESSION_ROUNDS,
+        "per_round": rounds, "tree_with_daemon": last[0], "tree_without_daemon": last[1],
+    }  # fmt: skip
+    return rows, extra
 
 
 async def _calls_per_s(params: StdioServerParameters, tool: str) -> float:
@@ -279,6 +333,9 @@ def main() -> None:
             "daemon_sessions", ["what", "processes", "RSS MB", "tools listed", "processes", "memory"], rows,
             targets={"processes": ">= 4x fewer", "memory": ">= 3x less"}, **ratios,
         )  # fmt: skip
+        tree = ratios["tree_with_daemon"]
+        assert isinstance(tree, list)
+        report("daemon_sessions_tree", ["with the daemon: role", "command", "processes", "RSS MB"], tree)
         report("daemon_overhead", ["what", "calls/s", "overhead", "ratio"], overhead(env, root), calls=CALLS)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -317,3 +317,192 @@ def test_the_thin_client_refuses_a_world_writable_or_symlinked_socket(tmp_path: 
     finally:
         impostor.close()
     assert impostor.received == []
+
+
+# -- mcpmux/attach-all (connect --all served in the daemon) and the connect relay ------------------
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "h", "version": "1"}},
+}  # fmt: skip
+
+
+def _all_params(*servers: StdioServerConfig) -> dict[str, object]:
+    from mcpmux.config.models import Config
+    from mcpmux.daemon.attach import AttachAll
+
+    return AttachAll("attack@/", Config(servers=servers)).params()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"config": "nonsense"},
+        {"config": {"servers": [{"name": "x"}]}},  # neither command nor url
+        {"config": {"servers": []}, "server_secrets": "x"},
+        {"config": {"servers": [], "unknown_section": {}}},
+    ],
+    ids=["no-config", "not-an-object", "invalid-server", "secrets-not-a-mapping", "unknown-key"],
+)
+def test_a_hostile_attach_all_is_answered_with_an_error_and_nothing_is_spawned(
+    daemon: Daemon, params: dict[str, object]
+) -> None:
+    daemon.start("--linger", "600")
+    reply = json.loads(_raw(daemon, request_line("mcpmux/attach-all", params)))
+    assert reply["error"]["code"] == -32602, reply
+    assert "invalid attach-all request" in reply["error"]["message"]
+    status = daemon.status()
+    assert status is not None and status["servers"] == []
+
+
+def _attached_all(daemon: Daemon, params: dict[str, object]) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX)
+    sock.settimeout(WAIT_S)
+    sock.connect(str(daemon.socket))
+    sock.sendall(request_line("mcpmux/attach-all", params))
+    reply = b""
+    while not reply.endswith(b"\n"):
+        chunk = sock.recv(1)
+        assert chunk, "the daemon closed the connection instead of attaching"
+        reply += chunk
+    assert "result" in json.loads(reply), reply
+    return sock
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"not json\n", b"[" * 100_000 + b"\n", b"x" * (17 * 1024 * 1024)],
+    ids=["garbage", "nested", "over-the-message-limit"],
+)
+def test_garbage_in_an_all_session_harms_that_session_only(daemon: Daemon, garbage: bytes) -> None:
+    daemon.start("--linger", "600")
+    params = _all_params(_counter_entry())
+    with _attached_all(daemon, params) as hostile:
+        try:
+            hostile.sendall(garbage)
+            hostile.shutdown(socket.SHUT_WR)
+            while hostile.recv(65536):  # an error answer at most, then the end
+                pass
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed while we were still sending
+    assert daemon.status() is not None
+    with _attached_all(daemon, params) as next_client:
+        next_client.sendall(json.dumps(INITIALIZE).encode() + b"\n")
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = next_client.recv(65536)
+            assert chunk
+            answer += chunk
+        assert json.loads(answer.splitlines()[0])["id"] == 1
+
+
+def test_an_all_session_killed_mid_call_releases_its_servers_and_the_pool_serves_on(daemon: Daemon) -> None:
+    daemon.start("--linger", "600")
+    params = json.dumps(_all_params(_counter_entry()))
+    script = """
+import json, socket, sys, time
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(sys.argv[1])
+lines = sock.makefile("rb")
+def send(message):
+    sock.sendall(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\\n")
+send({"id": "mcpmux", "method": "mcpmux/attach-all", "params": json.loads(sys.argv[2])})
+lines.readline()
+hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "victim", "version": "1"}}
+send({"id": 1, "method": "initialize", "params": hello})
+lines.readline()
+send({"method": "notifications/initialized"})
+wait = {"name": "counter__wait", "arguments": {"marker": sys.argv[3], "seconds": 600}}
+send({"id": 2, "method": "tools/call", "params": wait})
+print("sent", flush=True)
+time.sleep(600)
+"""
+    marker = daemon.runtime / "marker"
+    victim = subprocess.Popen(
+        [sys.executable, "-I", "-c", script, str(daemon.socket), params, str(marker)], stdout=subprocess.PIPE
+    )
+    try:
+        assert victim.stdout is not None and victim.stdout.readline().strip() == b"sent"
+        daemon.wait_for(marker.exists, "the call to reach the server")
+        before = daemon.server_pids()
+        victim.kill()
+    finally:
+        victim.wait(WAIT_S)
+        if victim.stdout is not None:
+            victim.stdout.close()
+
+    def released() -> bool:
+        status = daemon.status() or {}
+        return [s["clients"] for s in status.get("servers", [])] == [0]  # type: ignore[attr-defined]
+
+    daemon.wait_for(released, "the killed session to release its server")
+    with _attached_all(daemon, json.loads(params)) as next_client:
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "counter__bump", "arguments": {}}}
+        for message in (INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call):
+            next_client.sendall(json.dumps(message).encode() + b"\n")
+        answer: dict[str, object] = {}
+        with next_client.makefile("rb") as lines:
+            while answer.get("id") != 2:
+                answer = json.loads(lines.readline())
+    assert "error" not in answer and "isError" not in json.dumps(answer).replace('"isError": false', ""), answer
+    assert daemon.server_pids() == before  # the same warm process served the next session
+
+
+def _config_file(daemon: Daemon) -> Path:
+    entry = _counter_entry()
+    path = daemon.runtime / "attack.json"
+    server = {"name": "counter", "command": entry.command, "args": list(entry.args), "cwd": str(REPO)}
+    path.write_text(json.dumps({"mcp": {"servers": [server]}}), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "replies",
+    [
+        [b"HTTP/1.1 200 OK\r\n\r\nhello\n"],
+        [b"x" * (2 * 1024 * 1024)],
+        [b""],
+        [b'{"jsonrpc": "2.0", "id": "mcpmux", "error": {"code": -1, "message": "no"}}\n'],
+        [b"[1]\n"],
+    ],
+    ids=["http", "oversized", "silent", "refused", "not-an-object"],
+)
+def test_connect_never_relays_to_a_socket_that_did_not_attach_it(tmp_path: Path, replies: list[bytes]) -> None:
+    from mcpmux.daemon.shim import attach_socket
+
+    path = tmp_path / "d.sock"
+    impostor = _Impostor(path, replies)
+    try:
+        with pytest.raises(DaemonUnavailable):
+            attach_socket("mcpmux/attach-all", _all_params(_counter_entry()), path, timeout_s=3.0)
+    finally:
+        impostor.close()
+
+
+def test_connect_refuses_a_world_writable_socket_and_serves_itself_or_says_why(daemon: Daemon, tmp_path: Path) -> None:
+    (daemon.runtime / "mcpmux").mkdir(mode=0o700)
+    with _fake_socket(daemon.socket):
+        os.chmod(daemon.socket, 0o666)
+        argv = [sys.executable, "-m", "mcpmux", "--config", str(_config_file(daemon)), "connect", "--all"]
+        on = subprocess.run([*argv[:3], "--daemon", *argv[3:]], env=daemon.env, capture_output=True, timeout=120)
+        assert on.returncode == 3
+        assert "lets other users in" in on.stderr.decode()
+        # auto: served here, through the same gateway code (the host gets an answer, not the impostor)
+        auto = subprocess.run(
+            argv, env={**daemon.env, "MCPMUX_DAEMON": "auto"}, input=json.dumps(INITIALIZE).encode() + b"\n",
+            capture_output=True, timeout=120,
+        )  # fmt: skip
+        assert auto.returncode == 0, auto.stderr.decode()[-2000:]
+        assert json.loads(auto.stdout.splitlines()[0])["id"] == 1
+
+
+@pytest.mark.parametrize("argv", [[], ["x"], ["0"]], ids=["no-fd", "not-a-number", "not-a-socket"])
+def test_the_relay_run_by_hand_says_what_is_wrong(argv: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpmux.daemon.relay", *argv], stdin=subprocess.DEVNULL, capture_output=True,
+        timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode in (2, 3)
+    assert done.stderr.decode().count("\n") == 1, done.stderr

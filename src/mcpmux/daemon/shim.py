@@ -94,7 +94,9 @@ def _params(config: Config, server: ServerConfig | None) -> JSONObject:
     return Attach(origin_of(config), entry, config.settings, config.security, "connect", ANSWERS).params()
 
 
-def attach_socket(method: str, params: JSONObject, path: Path | None = None) -> socket.socket:
+def attach_socket(
+    method: str, params: JSONObject, path: Path | None = None, *, timeout_s: float = REPLY_TIMEOUT_S
+) -> socket.socket:
     """A blocking socket attached with ``method`` (its answer read, nothing past it).
 
     Raises:
@@ -104,7 +106,7 @@ def attach_socket(method: str, params: JSONObject, path: Path | None = None) -> 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         check_owned(where)
-        sock.settimeout(REPLY_TIMEOUT_S)
+        sock.settimeout(timeout_s)
         sock.connect(str(where))
         sock.sendall(request_line(method, params))
         reply = json.loads(_line(sock))
@@ -113,7 +115,7 @@ def attach_socket(method: str, params: JSONObject, path: Path | None = None) -> 
         raise DaemonUnavailable(where, "no daemon is running") from exc
     except TimeoutError as exc:
         sock.close()
-        raise DaemonUnavailable(where, f"no answer to {method} within {REPLY_TIMEOUT_S:g} s") from exc
+        raise DaemonUnavailable(where, f"no answer to {method} within {timeout_s:g} s") from exc
     except (OSError, ValueError) as exc:
         sock.close()
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
