@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import signal
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +20,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own HOME, XDG dirs and mcpmux state/data dirs: no test reads the user's."""
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own HOME, XDG dirs (its runtime directory too) and mcpmux state/data dirs:
+    no test reads the user's, or meets another test's daemon."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_STATE_HOME", ".state"), ("XDG_DATA_HOME", ".data")):
@@ -24,7 +30,41 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("MCPMUX_STATE_DIR", str(home / "mcpmux-state"))
     monkeypatch.setenv("MCPMUX_DATA_DIR", str(home / "mcpmux-data"))
     monkeypatch.delenv("MCPMUX_CONFIG", raising=False)
-    # No test meets a user's `mcpmux daemon` or starts one by accident (tests/daemon turn it on).
+    # No test meets a user's `mcpmux daemon` or starts one by accident (tests/daemon turn it on); a
+    # daemon a test's command started anyway lives in the test's own runtime directory and is stopped.
     monkeypatch.setenv("MCPMUX_DAEMON", "off")
     monkeypatch.delenv("MCPMUX_DAEMON_SOCKET", raising=False)
-    return home
+    runtime = home / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    yield home
+    stop_stray_daemon(runtime)
+
+
+def stop_stray_daemon(runtime: Path, timeout_s: float = 30.0) -> None:
+    """Stop (and wait out) the daemon serving ``runtime``, if one does: SIGTERM, then SIGKILL."""
+    lock = runtime / "mcpmux" / "daemon.lock"
+    if not lock.exists():
+        return
+    pid = _lock_holder(lock)
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _lock_holder(lock) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _lock_holder(lock) is not None:
+        os.kill(pid, signal.SIGKILL)
+
+
+def _lock_holder(lock: Path) -> int | None:
+    """The pid a running daemon wrote into its lock file, or ``None`` when no process holds the lock."""
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.read(fd, 32).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else None
+    finally:
+        os.close(fd)
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,64 @@ def test_a_socket_that_is_not_this_users_alone_is_never_replaced(
     assert "its mode 666 lets other users in" in err
     assert daemon_processes(daemon.runtime) == []
     assert daemon.socket.read_bytes() == b""
+
+
+def test_auto_starts_the_daemon_for_a_connect_session_not_for_a_one_shot_command(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    _write_config(tmp_path, _counter("counter"))
+    env = {**daemon.env, "MCPMUX_DAEMON": "auto"}
+    code, out, err = cli("call", "counter:bump")  # auto, none running: served here, nothing left behind
+    assert (code, out.split()[0]) == (0, "1"), err
+    assert daemon_processes(daemon.runtime) == []
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "host", "version": "1"}}
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "counter__bump", "arguments": {}}},
+    ]
+    session = subprocess.Popen(
+        [sys.executable, "-m", "mcpmux", "connect", "--all"], env=env, cwd=tmp_path,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert session.stdin is not None and session.stdout is not None
+    try:
+        session.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        session.stdin.flush()
+        reply: dict[str, object] = {}
+        while reply.get("id") != 2:
+            line = session.stdout.readline()
+            assert line, "the session ended before it answered"
+            reply = json.loads(line)
+        started = daemon.status()  # the session started the daemon, which serves it
+        _, err_bytes = session.communicate(timeout=WAIT_S)  # the host closes stdin: the session ends
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.wait(WAIT_S)
+        for pipe in (session.stdout, session.stderr):
+            if pipe is not None:
+                pipe.close()
+    assert session.returncode == 0, err_bytes.decode()[-2000:]
+    assert "1 pid " in json.dumps(reply), reply
+    assert started is not None and [s["server"] for s in started["servers"]] == ["counter"]  # type: ignore[attr-defined]
+    assert len(daemon_processes(daemon.runtime)) == 1  # stopped and reaped by the fixture at the end
+    code, out, err = cli("call", "counter:bump")  # auto now finds it running: its warm instance
+    assert code == 0, err
+    # A fresh instance: the session can answer sampling, a one-shot command cannot (part of the fingerprint).
+    assert out.split()[0] == "1"
+
+
+def test_a_test_environment_never_reaches_the_shared_runtime_directory() -> None:
+    from tests.gateway.serving import isolated_env
+
+    root = Path(os.environ["HOME"]) / "isolated"
+    root.mkdir()
+    env = isolated_env(root)
+    assert env["MCPMUX_DAEMON"] == "off"
+    runtime = Path(env["XDG_RUNTIME_DIR"])
+    assert runtime.is_relative_to(root) and runtime.stat().st_mode & 0o077 == 0
+    assert Path(os.environ["XDG_RUNTIME_DIR"]).is_relative_to(Path(os.environ["HOME"]))  # the autouse fixture's

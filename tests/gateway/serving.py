@@ -49,13 +49,21 @@ class Serving:
 
 
 def isolated_env(root: Path) -> dict[str, str]:
-    """An environment whose config, data and cache live under ``root``."""
+    """An environment whose config, data, cache and runtime directory live under ``root``, daemon off.
+
+    Without its own runtime directory a command would meet (or, ``settings.daemon: auto``, start) the
+    daemon in the shared ``/tmp/mcpmux-UID``, serving it with another environment's state.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "MCPMUX_"))}
+    runtime = root / "run"
+    runtime.mkdir(mode=0o700, exist_ok=True)
     env |= {
         "XDG_CONFIG_HOME": str(root / "config"),
         "XDG_DATA_HOME": str(root / "data"),
         "XDG_CACHE_HOME": str(root / "cache"),
         "XDG_STATE_HOME": str(root / "state"),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "MCPMUX_DAEMON": "off",
         "HOME": str(root),
     }
     return env

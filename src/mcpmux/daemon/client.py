@@ -7,7 +7,8 @@ guard, rendering), so a command prints the same with and without the daemon. Mod
 (``settings.daemon``, ``MCPMUX_DAEMON``, ``--daemon``/``--no-daemon``):
 
 - ``auto``: use the daemon when one runs; when none runs, or it cannot serve a server, that server
-  is started here as before (logged at INFO);
+  is started here as before (logged at INFO); only ``mcpmux connect`` starts a daemon under
+  ``auto`` (:mod:`.shim`);
 - ``on``: the daemon is required, and started in the background when none runs (two commands
   starting it at once get one daemon: the lock file decides; a socket that is not this user's
   alone is never replaced); a failure is a :class:`~mcpmux.errors.DaemonUnavailable` (exit 3);
@@ -236,11 +237,10 @@ class DaemonClient:
             if self._running:
                 return
             try:
-                # ``auto`` uses a running daemon; only ``on`` starts one. Starting it under ``auto``
-                # too is one line here, held back: commands run with a stripped environment (test
-                # helpers drop MCPMUX_* and XDG_*) started daemons in the shared /tmp/mcpmux-UID,
-                # which then served other environments' commands (a chained-approval test hung on
-                # a daemon another test had started; with its own runtime directory it passes).
+                # ``auto`` uses a running daemon; a one-shot command, chat or run does not start
+                # one: a background process that outlives one `mcpmux call` pays only if another
+                # command follows within the servers' idle timeout, which the command cannot know.
+                # `mcpmux connect` (a host session, long-lived and shared) does start it (.shim).
                 await (start_daemon() if self.mode == "on" else request(STATUS))
             except DaemonUnavailable as exc:
                 self._unavailable = exc

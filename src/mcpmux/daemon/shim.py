@@ -6,9 +6,9 @@ for this connection, :mod:`.session`), then replaces itself with the standard-li
 :mod:`.relay` (``exec``: the same process, the host sees no change), which copies bytes both ways.
 The host's ``initialize`` reaches the daemon's gateway, which names the host in its audit rows.
 
-Without a daemon (``auto`` and none runs, ``off``, or it will not serve this) the shim serves
-itself through the same gateway code and guard: the host gets the same answers. Under ``on`` a
-daemon is started when none runs, and failing to reach it is exit 3. When the daemon goes away
+When no daemon runs, the shim starts one (``on`` and ``auto``). Without a daemon (``off``, none
+could be started, or it will not serve this) the shim serves itself under ``auto`` through the
+same gateway code and guard: the host gets the same answers. Under ``on`` that is exit 3. When the daemon goes away
 mid-session the relay exits 3 with one line on stderr; the host restarts it as it would a server.
 """
 
@@ -63,13 +63,19 @@ def connect(config: Config, server: ServerConfig | None, override: str | None = 
 
 
 def _attach(config: Config, server: ServerConfig | None, mode: DaemonMode) -> socket.socket | None:
-    """The attached socket, or ``None`` (``auto``) to serve here; ``on`` starts the daemon if none runs."""
+    """The attached socket, or ``None`` (``auto``) to serve here.
+
+    When no daemon runs, ``connect`` starts one under ``on`` and under ``auto`` too: a host session
+    lives long and every other session of the host shares what it starts, so the daemon pays at
+    once (one-shot commands do not start one under ``auto``: :class:`~mcpmux.daemon.client.DaemonClient`).
+    A socket that is not this user's alone, or a daemon that refused, is never replaced.
+    """
     params = _params(config, server)
     try:
         try:
             return attach_socket(ATTACH if server is not None else ATTACH_ALL, params)
         except DaemonUnavailable as exc:
-            if mode != "on" or not isinstance(exc.__cause__, FileNotFoundError | ConnectionRefusedError):
+            if not isinstance(exc.__cause__, FileNotFoundError | ConnectionRefusedError):
                 raise
         import anyio
 
