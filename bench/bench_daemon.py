@@ -12,7 +12,8 @@
 3. A call through ``mcpmux connect everything`` vs straight to the server, each from an SDK
    ``ClientSession``: sequential calls per second and the overhead per call.
 
-Run: ``.venv/bin/python bench/bench_daemon.py`` (needs ``scripts/install-peers``). Ratios come from one run.
+Run: ``.venv/bin/python bench/bench_daemon.py [one_shot|sessions|overhead]...`` (needs
+``scripts/install-peers``). Ratios come from one run.
 """
 
 from __future__ import annotations
@@ -201,13 +202,19 @@ def _describe(process: psutil.Process, roles: dict[int, str]) -> tuple[str, str]
     """(role, short command) of one measured process, for the process tree table."""
     try:
         cmdline = process.cmdline()
+        parent = process.ppid()
     except psutil.NoSuchProcess:
         return "gone", "?"
     role = roles.get(process.pid)
     if role is None:
-        role = "watchdog" if any("watchdog" in part for part in cmdline) else "server"
+        if any(part.endswith("_reaper.py") for part in cmdline):
+            role = "reaper"  # mcpmux's: no descendant of a stdio server outlives it
+        elif roles.get(parent) == "daemon" and "-c" in cmdline:
+            role = "watchdog"  # the daemon's: its children die with it
+        else:
+            role = "server"
     words = [Path(cmdline[0]).name] if cmdline else ["?"]
-    words += [Path(a).name if "/" in a else a for a in cmdline[1:4]]
+    words += [Path(a).name if "/" in a else a for a in cmdline[1:4] if len(a) < 80]
     return role, " ".join(words)[:70]
 
 
@@ -233,10 +240,11 @@ def _round(env: dict[str, str], cwd: Path, flags: tuple[str, ...], with_daemon: 
             except psutil.NoSuchProcess:
                 continue
             tree.setdefault(_describe(process, roles), []).append(rss)
-        sessions_rss = _rss_mb([p for p in processes if roles.get(p.pid) == "session"])
+        described = {p.pid: _describe(p, roles)[0] for p in processes}
+        mcpmux_own = [p for p in processes if described[p.pid] in ("session", "reaper")]
         return {
             "processes": len(processes), "rss_mb": _rss_mb(processes), "tools": min(tools),
-            "session_rss_mb": sessions_rss,
+            "mcpmux_processes": len(mcpmux_own), "mcpmux_rss_mb": _rss_mb(mcpmux_own),
             "tree": [[role, command, len(rss), round(sum(rss), 1)] for (role, command), rss in sorted(tree.items())],
         }  # fmt: skip
     finally:
@@ -271,14 +279,14 @@ def sessions(env: dict[str, str], cwd: Path) -> tuple[list[list[object]], dict[s
         median("without daemon", "tools"),
     )
     p1, m1, t1 = median("with daemon", "processes"), median("with daemon", "rss_mb"), median("with daemon", "tools")
-    # A host that runs the stdio servers itself (no mcpmux, so no built-ins): the sessions' own processes left out.
-    s0 = median("without daemon", "session_rss_mb")
+    # Hosts that run the stdio servers themselves (no mcpmux, so no built-ins): the sessions and reapers left out.
+    n0, s0 = median("without daemon", "mcpmux_processes"), median("without daemon", "mcpmux_rss_mb")
     rows: list[list[object]] = [
         [f"{SESSIONS} sessions x 7 servers, without daemon", p0, round(m0, 1), t0, "", ""],
         [f"{SESSIONS} sessions x 7 servers, with daemon", p1, round(m1, 1), t1,
          f"{p0 / p1:.1f}x fewer processes", f"{m0 / m1:.1f}x less memory"],
-        [f"{SESSIONS} hosts running the 5 stdio servers themselves (no mcpmux)", p0 - SESSIONS, round(m0 - s0, 1), "",
-         f"{(p0 - SESSIONS) / p1:.1f}x fewer with the daemon", f"{(m0 - s0) / m1:.1f}x less with the daemon"],
+        [f"{SESSIONS} hosts running the 5 stdio servers themselves (no mcpmux)", p0 - n0, round(m0 - s0, 1), "",
+         f"{(p0 - n0) / p1:.1f}x fewer with the daemon", f"{(m0 - s0) / m1:.1f}x less with the daemon"],
     ]  # fmt: skip
     last = rounds["with daemon"][-1]["tree"], rounds["without daemon"][-1]["tree"]
     extra = {
@@ -320,26 +328,33 @@ def overhead(env: dict[str, str], cwd: Path) -> list[list[object]]:
     ]  # fmt: skip
 
 
-def main() -> None:
+def main(sections: list[str]) -> None:
+    """Run ``sections`` (``one_shot``, ``sessions``, ``overhead``; all when none is named)."""
+    chosen = set(sections) or {"one_shot", "sessions", "overhead"}
     root = Path(tempfile.mkdtemp(prefix="mxb", dir="/tmp"))
     try:
         env = _environment(root)
         _config(root)
         load = os.getloadavg()[0]
-        columns = ["what", "median wall s", "median CPU s", "ratio", "target"]
-        report("daemon_one_shot", columns, one_shot(env, root), load_avg=load, runs=ONE_SHOT_RUNS)
-        rows, ratios = sessions(env, root)
-        report(
-            "daemon_sessions", ["what", "processes", "RSS MB", "tools listed", "processes", "memory"], rows,
-            targets={"processes": ">= 4x fewer", "memory": ">= 3x less"}, **ratios,
-        )  # fmt: skip
-        tree = ratios["tree_with_daemon"]
-        assert isinstance(tree, list)
-        report("daemon_sessions_tree", ["with the daemon: role", "command", "processes", "RSS MB"], tree)
-        report("daemon_overhead", ["what", "calls/s", "overhead", "ratio"], overhead(env, root), calls=CALLS)
+        if "one_shot" in chosen:
+            columns = ["what", "median wall s", "median CPU s", "ratio", "target"]
+            report("daemon_one_shot", columns, one_shot(env, root), load_avg=load, runs=ONE_SHOT_RUNS)
+        if "sessions" in chosen:
+            rows, ratios = sessions(env, root)
+            report(
+                "daemon_sessions", ["what", "processes", "RSS MB", "tools listed", "processes", "memory"], rows,
+                targets={"processes": ">= 4x fewer", "memory": ">= 3x less"}, load_avg=load, **ratios,
+            )  # fmt: skip
+            for label in ("with", "without"):
+                tree = ratios[f"tree_{label}_daemon"]
+                assert isinstance(tree, list)
+                columns = [f"{label} the daemon: role", "command", "processes", "RSS MB"]
+                report(f"daemon_sessions_tree_{label}", columns, tree)
+        if "overhead" in chosen:
+            report("daemon_overhead", ["what", "calls/s", "overhead", "ratio"], overhead(env, root), calls=CALLS)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
