@@ -149,3 +149,58 @@ def test_thin_client_source_stays_light() -> None:
         capture_output=True, text=True, timeout=WAIT_S, cwd=REPO,
     )  # fmt: skip
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def _everything(directory: Path, **extra: object) -> None:
+    command, args = stdio_command("everything")
+    prefix = extra.get("prefix", "everything")
+    server = {"name": "everything", "command": command, "args": args, **extra}
+    security = {"denied_tools": [f"{prefix}:get-env"], "pinning": "off"}
+    mcp = {"servers": [server], "security": security, "settings": {"connect_timeout_ms": 120_000}}
+    (directory / "mcpmux.yaml").write_text(json.dumps({"mcp": mcp}), encoding="utf-8")
+
+
+def test_tools_of_a_warm_server_take_the_thin_path_and_print_the_same(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _everything(tmp_path)
+    daemon.start("--linger", "600")
+    assert cli("--daemon", "call", "everything:echo", "message=warm up")[0] == 0  # starts it in the daemon
+    for args in (
+        ("tools", "everything"),
+        ("--json", "tools", "everything"),
+        ("tools", "everything:get-sum"),
+        ("--json", "tools", "everything:echo"),
+        ("tools", "everything:read_resource"),  # made by mcpmux: its description lists the server's resources
+        ("--json", "tools", "everything:get_prompt"),
+    ):
+        code, out, loaded = _probe(daemon, tmp_path, "--daemon", *args)
+        direct = cli("--no-daemon", *args)
+        assert (code, out) == (direct[0], direct[1]), args
+        assert loaded == [], f"{args} loaded {loaded}"
+    listed = {t["name"] for t in json.loads(cli("--daemon", "--json", "tools", "everything")[1])}
+    assert "everything:get-env" not in listed and "everything:echo" in listed  # the daemon's guard denied it
+    # A tool that is not listed (or denied): the ordinary path names the closest ones, exactly.
+    for args in (("tools", "everything:nosuch"), ("tools", "everything:get-env")):
+        assert _probe(daemon, tmp_path, "--daemon", *args)[:2] == cli("--no-daemon", *args)[:2]
+
+
+def test_a_rule_written_with_a_servers_own_prefix_holds_on_the_thin_path(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's instance knows the server by name: a prefixed server's command keeps its own guard.
+
+    Before, ``call ev:get-env`` (denied as ``ev:get-env``) ran through the daemon and printed the
+    server's environment.
+    """
+    monkeypatch.chdir(tmp_path)
+    _everything(tmp_path, prefix="ev")
+    daemon.start("--linger", "600")
+    assert cli("--daemon", "call", "ev:echo", "message=warm up")[0] == 0
+    denied = cli("--no-daemon", "call", "ev:get-env")
+    assert denied[0] != 0 and denied[1] == ""
+    assert _probe(daemon, tmp_path, "--daemon", "call", "ev:get-env")[:2] == denied[:2]
+    assert (
+        _probe(daemon, tmp_path, "--daemon", "tools", "everything")[:2] == cli("--no-daemon", "tools", "everything")[:2]
+    )

@@ -150,6 +150,8 @@ def tools_cmd(server: str | None) -> None:
 
     Given SERVER:TOOL, show that one tool: its description, parameters, output schema and annotations.
     """
+    if server is not None and _thin_tools(server):
+        return
     if server is not None and ":" in server:
         _show_tool(server)
         return
@@ -162,6 +164,24 @@ def tools_cmd(server: str | None) -> None:
 
     tools = run(body)
     emit([tool_json(t) for t in tools], lambda: render.print_tool_infos(tools))
+
+
+def _thin_tools(target: str) -> bool:
+    """Print ``tools SERVER`` or ``tools SERVER:TOOL`` from a warm server in the daemon (no SDK, no manager
+    here); ``False`` when the ordinary path must do it (it also reproduces every error exactly)."""
+    from mcpmux.cli.thin import thin_tools
+
+    listed = thin_tools(target)
+    if listed is None:
+        return False
+    if ":" not in target:
+        emit([tool_json(t) for t in listed], lambda: render.print_tool_infos(listed))
+        return True
+    tool = next((t for t in listed if t.name == target), None)
+    if tool is None:
+        return False  # the ordinary path names the closest tools
+    emit(tool_json(tool), lambda: print_tool(tool))
+    return True
 
 
 def _show_tool(name: str) -> None:

@@ -1,9 +1,10 @@
-"""``mcpmux call`` and ``mcpmux read`` through a running daemon, the light way (:mod:`mcpmux.daemon.thin`).
+"""``mcpmux call``, ``read`` and ``tools`` through a running daemon, the light way (:mod:`mcpmux.daemon.thin`).
 
 A one-shot command of a warm server then imports neither the SDK nor the manager, the guard or
 the state store: the daemon's guard does the policy, validation, approvals and audit (its rows
 name this process). Each function returns ``None`` when the command must take its ordinary path:
-the daemon is off or not running (``auto``), the server is not one the daemon serves, an option
+the daemon is off or not running (``auto``), the server is not one the daemon serves or has a
+``prefix`` of its own (the daemon's guard knows it by name: this command's guard applies), an option
 the light path does not carry (``--timeout``, ``--no-validate``, ``--no-cache``), or anything
 the daemon refused before the server saw the request (the ordinary path then reports it exactly).
 """
@@ -19,7 +20,7 @@ from mcpmux.cli.output import command_config, redact_logs, state
 from mcpmux.config.models import Config, ServerConfig
 from mcpmux.json_shapes import JSONObject
 
-__all__ = ["thin_call", "thin_read"]
+__all__ = ["thin_call", "thin_read", "thin_tools"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,10 @@ def _server(config: Config, name: str) -> ServerConfig | None:
         return None
     server = next((s for s in config.enabled_servers if s.name == name), None)
     if server is None or not servable(server):
+        return None
+    if server.namespace not in ("", server.name):
+        # The daemon's instance has no prefix: its guard matches the global rules' `SERVER:TOOL`
+        # under the server's name only, so a rule written with this prefix would not hold there.
         return None
     # As the manager hands it to its connection factory: the same entry, so the same warm instance.
     return with_effective_sandbox(server, config.security)
@@ -62,6 +67,32 @@ def thin_read(server_name: str, uri: str) -> JSONObject | None:
     if server is None:
         return None
     return _through_daemon(config, server, "resources/read", {"uri": uri}, "", False)
+
+
+def thin_tools(target: str) -> list[Any] | None:
+    """The tools of SERVER (or of the one server owning SERVER:TOOL) as the daemon's guard lists them,
+    under this configuration's names; ``None``: take the ordinary path."""
+    from mcpmux.daemon.thin import NotThin, list_tools
+
+    config = command_config()
+    name = target
+    if ":" in target:
+        namespace = target.partition(":")[0]
+        owners = [s for s in config.enabled_servers if s.namespace == namespace]
+        if len(owners) != 1:
+            return None
+        name = owners[0].name
+    server = _server(config, name)
+    if server is None:
+        return None
+    state().secrets = config.secret_values
+    redact_logs(config.secret_values)
+    timeout_s = max(server.effective_timeout_s(config.settings), server.effective_connect_timeout_s(config.settings))
+    try:
+        return list(list_tools(config, server, timeout_s=timeout_s + REPLY_MARGIN_S))
+    except NotThin as exc:
+        logger.info("server %r: %s; taking the ordinary path", server.name, exc)
+        return None
 
 
 def _through_daemon(

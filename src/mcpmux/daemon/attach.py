@@ -40,6 +40,7 @@ __all__ = [
     "REQUEST_ID",
     "STATUS",
     "STOP",
+    "TOOLS",
     "Attach",
     "AttachAll",
     "daemon_mode",
@@ -51,6 +52,8 @@ __all__ = [
 ]
 
 ATTACH, ATTACH_ALL, STATUS, STOP = "mcpmux/attach", "mcpmux/attach-all", "mcpmux/status", "mcpmux/stop"
+TOOLS = "mcpmux/tools"
+"""With an attach's ``params``: the instance's tools as its guard lists them (synthetic ones too), one answer."""
 REQUEST_ID = "mcpmux"
 # The first line is read before anything else is known about the client: kept small.
 MAX_ATTACH_BYTES = 1024 * 1024

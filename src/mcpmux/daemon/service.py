@@ -35,6 +35,7 @@ from mcpmux.daemon.attach import (
     MAX_ATTACH_BYTES,
     STATUS,
     STOP,
+    TOOLS,
     Attach,
     AttachAll,
     error_reply,
@@ -190,6 +191,8 @@ class _Daemon:
                 await self._attach(buffered, stream, params, peer.pid)
             elif method == ATTACH_ALL:
                 await self._attach_all(buffered, stream, params, peer.pid)
+            elif method == TOOLS:
+                await self._tools(stream, params)
             else:
                 await stream.send(error_reply(f"unknown first request {method!r}", -32601))
 
@@ -213,6 +216,24 @@ class _Daemon:
         finally:
             self.pool.release(instance)
 
+    async def _tools(self, stream: anyio.abc.SocketStream, params: Any) -> None:
+        """The instance's tools as its guard lists them (what ``Host.tools()`` gives the CLI), then close."""
+        try:
+            attach = Attach.from_params(params if isinstance(params, dict) else {})
+        except (ConfigError, KeyError, TypeError, ValueError) as exc:
+            await stream.send(error_reply(f"invalid tools request: {exc}", -32602))
+            return
+        try:
+            instance = await self.pool.acquire(attach)
+        except Refused as exc:
+            await stream.send(error_reply(str(exc)))
+            return
+        try:
+            tools = [_listed(t) for t in instance.host.tools()]
+            await stream.send(result_reply({"tools": tools}))
+        finally:
+            self.pool.release(instance)
+
     async def _attach_all(
         self, buffered: BufferedByteStream, stream: anyio.abc.SocketStream, params: Any, pid: int
     ) -> None:
@@ -233,6 +254,12 @@ class _Daemon:
             "watchdog_pid": self.watchdog.pid,
             "servers": [i.describe() for i in self.pool.instances],
         }
+
+
+def _listed(tool: Any) -> JSONObject:
+    """One :class:`~mcpmux.manager.ToolInfo` as the thin client renders it (the fields of ``tools --json``)."""
+    fields = ("server", "tool", "title", "description", "input_schema", "output_schema", "annotations", "synthetic")
+    return {name: getattr(tool, name) for name in fields}
 
 
 async def _first_request(stream: BufferedByteStream) -> tuple[str, Any] | None:

@@ -23,17 +23,19 @@ import json
 import socket
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcpmux import __version__
+from mcpmux.canonical_names import canonical_name
 from mcpmux.config.models import Config, ServerConfig
-from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, Attach, origin_of, request_line
+from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, TOOLS, Attach, origin_of, request_line
 from mcpmux.daemon.paths import check_owned, socket_path
 from mcpmux.errors import ERROR_META, DaemonUnavailable, RemoteError
 from mcpmux.json_shapes import JSONObject
 
-__all__ = ["APPROVAL_META", "NotThin", "ThinSession", "Wire", "thin_answers"]
+__all__ = ["APPROVAL_META", "ListedTool", "NotThin", "ThinSession", "Wire", "list_tools", "thin_answers"]
 
 APPROVAL_META = "io.mcpmux/approval"  # mcpmux.policy.chained.APPROVAL_META (that module imports the SDK)
 PROTOCOL_VERSION = "2025-11-25"
@@ -52,6 +54,77 @@ def thin_answers() -> tuple[str, ...]:
     Part of the instance's fingerprint: the thin path attaches to the very instance the full path uses.
     """
     return ("elicitation",)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTool:
+    """A tool as the daemon's guard listed it, read like :class:`~mcpmux.manager.ToolInfo` by the renderers."""
+
+    name: str
+    server: str
+    tool: str
+    title: str | None
+    description: str
+    input_schema: JSONObject
+    output_schema: JSONObject | None
+    annotations: JSONObject | None
+    synthetic: bool
+
+
+def list_tools(config: Config, server: ServerConfig, *, timeout_s: float, path: Path | None = None) -> list[ListedTool]:
+    """The tools of the daemon's instance of ``server`` under this configuration's canonical names.
+
+    The daemon's guard lists them (:meth:`mcpmux.Host.tools`: denied and quarantined tools left out,
+    ``read_resource``/``get_prompt`` made by mcpmux included), so the command prints what its own
+    host would have listed.
+
+    Raises:
+        NotThin: no daemon answers, or it will not serve ``server`` (the full path decides what next).
+    """
+    attach = Attach(origin_of(config), server, config.settings, config.security, client="cli", answers=thin_answers())
+    try:
+        where = path or socket_path()
+        check_owned(where)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout_s)
+            sock.connect(str(where))
+            sock.sendall(request_line(TOOLS, attach.params()))
+            reply = _parse(_read_line(sock, max(config.settings.max_message_bytes, MAX_ATTACH_BYTES), timeout_s))
+    except (OSError, ValueError, DaemonUnavailable) as exc:
+        raise NotThin(f"the daemon did not list the tools: {exc}") from exc
+    if "error" in reply or not isinstance((reply.get("result") or {}).get("tools"), list):
+        raise NotThin(f"the daemon will not list them: {reply.get('error', reply)}")
+    try:
+        return [
+            ListedTool(
+                name=canonical_name(server.namespace, str(t["tool"])),
+                server=server.name,
+                tool=str(t["tool"]),
+                title=t.get("title"),
+                description=str(t.get("description") or ""),
+                input_schema=t.get("input_schema") or {"type": "object"},
+                output_schema=t.get("output_schema"),
+                annotations=t.get("annotations"),
+                synthetic=bool(t.get("synthetic")),
+            )
+            for t in reply["result"]["tools"]
+        ]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise NotThin(f"the daemon's tool list is not one: {exc}") from exc
+
+
+def _read_line(sock: socket.socket, limit: int, timeout_s: float) -> bytes:
+    buffer = b""
+    deadline = time.monotonic() + timeout_s
+    while b"\n" not in buffer:
+        if len(buffer) > limit:
+            raise ValueError(f"an answer longer than {limit} bytes")
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionResetError("the daemon closed the connection")
+        buffer += chunk
+    return buffer.partition(b"\n")[0]
 
 
 class NotThin(Exception):
