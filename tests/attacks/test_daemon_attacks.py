@@ -506,3 +506,33 @@ def test_the_relay_run_by_hand_says_what_is_wrong(argv: list[str]) -> None:
     )  # fmt: skip
     assert done.returncode in (2, 3)
     assert done.stderr.decode().count("\n") == 1, done.stderr
+
+
+def test_a_hostile_tools_request_is_answered_with_an_error_and_nothing_is_spawned(daemon: Daemon) -> None:
+    daemon.start("--linger", "600")
+    for params in ({}, {"server": "nonsense"}, {"server": {"name": "x", "type": "http", "url": "http://127.0.0.1:1"}}):
+        reply = json.loads(_raw(daemon, request_line("mcpmux/tools", params)))
+        assert reply["error"]["code"] == -32602, reply
+    status = daemon.status()
+    assert status is not None and status["servers"] == []
+
+
+def test_the_thin_tools_list_takes_the_ordinary_path_on_a_garbled_answer(tmp_path: Path) -> None:
+    from mcpmux.config.models import Config
+    from mcpmux.daemon.thin import NotThin, list_tools
+
+    config = Config(servers=(_counter_entry(),))
+    for reply in (
+        b'{"jsonrpc": "2.0", "id": "mcpmux", "result": {"tools": "no"}}\n',
+        b'{"jsonrpc": "2.0", "id": "mcpmux", "result": {"tools": [{"no-tool-key": 1}]}}\n',
+        b"[" * 100_000 + b"\n",
+        b"",
+    ):
+        path = tmp_path / "d.sock"
+        impostor = _Impostor(path, [reply])
+        try:
+            with pytest.raises(NotThin):
+                list_tools(config, config.servers[0], timeout_s=3.0, path=path)
+        finally:
+            impostor.close()
+            path.unlink()
