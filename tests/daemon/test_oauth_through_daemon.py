@@ -59,3 +59,43 @@ def test_an_oauth_server_needs_auth_then_works_beside_the_daemons_servers(
     assert status is not None
     assert [s["server"] for s in status["servers"]] == ["counter"]  # type: ignore[attr-defined]
     assert world.as_stats()["authorization_code"] == 1  # one login, used by every command
+
+
+def test_a_connect_all_session_reaches_the_oauth_server_from_the_daemon_with_the_machines_token(
+    world: OAuthWorld, daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``connect --all`` is served in the daemon: the daemon connects the HTTP server with the broker's token."""
+    import sys
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    monkeypatch.chdir(tmp_path)
+    notes = {"name": "notes", "type": "http", "url": world.mcp_url}
+    mcp = {"servers": [_counter("counter"), notes], "settings": {"connect_timeout_ms": 120_000}}
+    (tmp_path / "mcpmux.yaml").write_text(json.dumps({"mcp": mcp}), encoding="utf-8")
+    server = StreamableHttpServerConfig(name="notes", url=world.mcp_url)
+    anyio.run(lambda: login(server, open_vault(), browser=lambda url: scripted_browser(url, world)))
+    daemon.start("--linger", "600")
+
+    async def session(mode: str) -> tuple[list[str], object]:
+        env = {**daemon.env, "MCPMUX_DAEMON": mode}
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "mcpmux", "connect", "--all"], env=env, cwd=str(tmp_path)
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            with anyio.fail_after(120):
+                await client.initialize()
+                names: list[str] = []
+                while "notes__read_note" not in names:  # over stdio the gateway answers before its upstreams connect
+                    names = [t.name for t in (await client.list_tools()).tools]
+                    if "notes__read_note" not in names:
+                        await anyio.sleep(0.2)
+                result = await client.call_tool("notes__read_note", {})
+        return sorted(names), result.model_dump(mode="json")
+
+    through = anyio.run(session, "on")
+    status = daemon.status()
+    assert status is not None and [s["server"] for s in status["servers"]] == ["counter"]  # type: ignore[attr-defined]
+    assert through == anyio.run(session, "off")
+    assert world.as_stats()["authorization_code"] == 1  # the login's token, used by the daemon too
