@@ -56,7 +56,7 @@ def isolated_env(root: Path) -> dict[str, str]:
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "MCPMUX_"))}
     runtime = root / "run"
-    runtime.mkdir(mode=0o700, exist_ok=True)
+    runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
     env |= {
         "XDG_CONFIG_HOME": str(root / "config"),
         "XDG_DATA_HOME": str(root / "data"),

@@ -34,7 +34,8 @@ class _HostGone(Exception):
 
 def relay(sock: socket.socket, stdin: int = 0, stdout: int = 1) -> int:
     """Copy ``stdin`` to ``sock`` and ``sock`` to ``stdout`` until the host or the daemon ends; the exit code."""
-    for fd in (stdin, stdout):
+    blocking = {fd: os.get_blocking(fd) for fd in (stdin, stdout)}
+    for fd in blocking:
         os.set_blocking(fd, False)
     sock.setblocking(False)
     up, down = bytearray(), bytearray()
@@ -88,6 +89,9 @@ def relay(sock: socket.socket, stdin: int = 0, stdout: int = 1) -> int:
         return EXIT_OK
     finally:
         sock.close()
+        for fd, was in blocking.items():  # a terminal shared with the shell is left as it was found
+            with contextlib.suppress(OSError):
+                os.set_blocking(fd, was)
     if stdin_open:
         sys.stderr.write(GONE + "\n")
         sys.stderr.flush()
