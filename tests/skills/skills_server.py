@@ -53,6 +53,8 @@ class Skills(Extension):
 
     def methods(self) -> Sequence[MethodBinding]:
         async def list_skills(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> dict[str, Any]:
+            if os.environ.get("SKILLS_TAMPER") == "garbage":  # a listing that is not one
+                return {"skills": [{"uri": 42, "resources": {"nested": ["x"] * 3}}, "not an entry"]}
             return {"skills": [entry()]}
 
         return [MethodBinding("skills/list", PaginatedRequestParams, list_skills)]

@@ -627,16 +627,16 @@ class Guard:
         Listing reads no skill file (the extension's no-prefetch rule). A server that cannot be
         reached is left out when all are listed, and raises when named.
         """
-        names = [server] if server is not None else [s.name for s in self.manager.status() if s.state != "disabled"]
+        if server is not None:
+            return [SkillInfo(server, entry) for entry in await self.manager.list_skills(server, timeout=timeout)]
+        names = [s.name for s in self.manager.status() if s.state != "disabled"]
         found: dict[str, list[SkillEntry]] = {}
 
         async def one(name: str) -> None:
             try:
                 found[name] = await self.manager.list_skills(name, timeout=timeout)
-            except MCPMuxError:
-                if server is not None:
-                    raise
-                logger.info("server %r: its skills could not be listed", name, exc_info=True)
+            except MCPMuxError as exc:  # not swallowed: said, and the others are listed
+                logger.warning("server %r: its skills could not be listed: %s", name, exc)
 
         async with anyio.create_task_group() as tg:
             for name in names:
