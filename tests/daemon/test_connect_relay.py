@@ -221,3 +221,28 @@ def test_connect_all_exits_3_with_one_line_when_the_daemon_is_killed_and_leaves_
     assert shim.returncode == 3
     assert err.decode().strip().splitlines() == ["mcpmux connect: the daemon closed the connection (stopped or killed)"]
     daemon.wait_for(lambda: not any(psutil.pid_exists(pid) for pid in servers), "the watchdog to stop the servers")
+
+
+def test_two_all_sessions_share_a_machine_server_and_never_a_per_client_one(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write_config(tmp_path, _counter("shared"), _counter("private", share="per-client"))
+    daemon.start("--linger", "600")
+    env = {**daemon.env, "MCPMUX_DAEMON": "on"}
+
+    async def bump(session: ClientSession, tool: str) -> int:
+        with anyio.fail_after(WAIT_S):
+            result = await session.call_tool(tool, {})
+        return int(result.content[0].text.partition(" ")[0])  # type: ignore[union-attr]
+
+    async def main() -> list[int]:
+        async with _session(env, tmp_path, "--all") as one, _session(env, tmp_path, "--all") as two:
+            await _tools_once_listed(one, 6)
+            await _tools_once_listed(two, 6)
+            return [
+                await bump(one, "shared__bump"), await bump(two, "shared__bump"),
+                await bump(one, "private__bump"), await bump(two, "private__bump"), await bump(one, "private__bump"),
+            ]  # fmt: skip
+
+    assert anyio.run(main) == [1, 2, 1, 1, 2]  # one shared instance; each session its own private one
