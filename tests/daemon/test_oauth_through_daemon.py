@@ -10,10 +10,13 @@ socket. Run against the real authorization server of the OAuth tests (oidc-provi
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 
 from mcpmux.auth.login import login
@@ -64,9 +67,8 @@ def test_an_oauth_server_needs_auth_then_works_beside_the_daemons_servers(
 def test_a_connect_all_session_reaches_the_oauth_server_from_the_daemon_with_the_machines_token(
     world: OAuthWorld, daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``connect --all`` is served in the daemon: the daemon connects the HTTP server with the broker's token."""
-    import sys
-
+    """``connect --all`` and ``connect notes`` are served in the daemon: it connects the HTTP server with the
+    broker's token."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -78,24 +80,44 @@ def test_a_connect_all_session_reaches_the_oauth_server_from_the_daemon_with_the
     anyio.run(lambda: login(server, open_vault(), browser=lambda url: scripted_browser(url, world)))
     daemon.start("--linger", "600")
 
-    async def session(mode: str) -> tuple[list[str], object]:
+    async def session(mode: str, target: str = "--all", tool: str = "notes__read_note") -> tuple[list[str], object]:
         env = {**daemon.env, "MCPMUX_DAEMON": mode}
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "mcpmux", "connect", "--all"], env=env, cwd=str(tmp_path)
+            command=sys.executable, args=["-m", "mcpmux", "connect", target], env=env, cwd=str(tmp_path)
         )
         async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
             with anyio.fail_after(120):
                 await client.initialize()
                 names: list[str] = []
-                while "notes__read_note" not in names:  # over stdio the gateway answers before its upstreams connect
+                while tool not in names:  # over stdio the gateway answers before its upstreams connect
                     names = [t.name for t in (await client.list_tools()).tools]
-                    if "notes__read_note" not in names:
+                    if tool not in names:
                         await anyio.sleep(0.2)
-                result = await client.call_tool("notes__read_note", {})
+                result = await client.call_tool(tool, {})
         return sorted(names), result.model_dump(mode="json")
 
     through = anyio.run(session, "on")
     status = daemon.status()
     assert status is not None and [s["server"] for s in status["servers"]] == ["counter"]  # type: ignore[attr-defined]
     assert through == anyio.run(session, "off")
+    # `connect notes`: the HTTP server alone, in a session of the daemon (the shim is the relay).
+    assert anyio.run(session, "on", "notes", "read_note") == anyio.run(session, "off", "notes", "read_note")
     assert world.as_stats()["authorization_code"] == 1  # the login's token, used by the daemon too
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "host", "version": "1"}}
+    shim = subprocess.Popen(
+        [sys.executable, "-m", "mcpmux", "--daemon", "connect", "notes"], env=daemon.env, cwd=tmp_path,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert shim.stdin is not None and shim.stdout is not None
+    try:
+        shim.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode())
+        shim.stdin.write(b"\n")
+        shim.stdin.flush()
+        assert json.loads(shim.stdout.readline())["id"] == 1
+        assert psutil.Process(shim.pid).cmdline()[-3:-1] == ["-m", "mcpmux.daemon.relay"]  # served by the daemon
+        shim.communicate(timeout=120)
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+            shim.communicate(timeout=60)
+    assert shim.returncode == 0

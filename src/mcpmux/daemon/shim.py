@@ -1,15 +1,17 @@
 """``mcpmux connect SERVER|--all``: stdin/stdout joined to the daemon, byte for byte.
 
-The shim attaches (``mcpmux/attach`` for one server: the daemon's warm instance of it;
-``mcpmux/attach-all`` for ``--all``: the daemon serves every configured server as one MCP server
-for this connection, :mod:`.session`), then replaces itself with the standard-library
-:mod:`.relay` (``exec``: the same process, the host sees no change), which copies bytes both ways.
-The host's ``initialize`` reaches the daemon's gateway, which names the host in its audit rows.
+The shim attaches (``mcpmux/attach`` for one shareable stdio server: the daemon's warm instance of
+it; ``mcpmux/attach-all`` for ``--all``, and for one HTTP or ``per-call`` server alone: the daemon
+serves that configuration as one MCP server for this connection, :mod:`.session`), then replaces
+itself with the standard-library :mod:`.relay` (``exec``: the same process, the host sees no
+change), which copies bytes both ways. The host's ``initialize`` reaches the daemon's gateway,
+which names the host in its audit rows.
 
 When no daemon runs, the shim starts one (``on`` and ``auto``). Without a daemon (``off``, none
 could be started, or it will not serve this) the shim serves itself under ``auto`` through the
-same gateway code and guard: the host gets the same answers. Under ``on`` that is exit 3. When the daemon goes away
-mid-session the relay exits 3 with one line on stderr; the host restarts it as it would a server.
+same gateway code and guard: the host gets the same answers. Under ``on`` that is exit 3. When
+the daemon goes away mid-session the relay exits 3 with one line on stderr; the host restarts it
+as it would a server.
 """
 
 from __future__ import annotations
@@ -55,11 +57,19 @@ def connect(config: Config, server: ServerConfig | None, override: str | None = 
         DaemonUnavailable: (``on``) the daemon cannot be started, reached, or will not serve it.
     """
     mode = daemon_mode(config, override)
-    if mode != "off" and (server is None or servable(server)):
-        attached = _attach(config, server, mode)
+    if mode != "off":
+        if server is None or servable(server):
+            attached = _attach(config, server, mode)
+        else:  # an HTTP server (the daemon holds its connection and token) or a per-call one: a session of its own
+            attached = _attach(_alone(config, server), None, mode)
         if attached is not None:
             _become_relay(attached)
     return _serve_here(config, server)
+
+
+def _alone(config: Config, server: ServerConfig) -> Config:
+    """``config`` with ``server`` alone, under its bare names (what ``connect SERVER`` serves)."""
+    return config.model_copy(update={"servers": (server.model_copy(update={"prefix": ""}),)})
 
 
 def _attach(config: Config, server: ServerConfig | None, mode: DaemonMode) -> socket.socket | None:
@@ -173,6 +183,6 @@ def _serve_here(config: Config, server: ServerConfig | None) -> int:
     if server is None:
         anyio.run(lambda: serve(config, ServeOptions(stdio=True)))
         return EXIT_OK
-    alone = config.model_copy(update={"servers": (server.model_copy(update={"prefix": ""}),)})
+    alone = _alone(config, server)
     anyio.run(lambda: serve(alone, ServeOptions(stdio=True), announce=lambda _line: None))
     return EXIT_OK
