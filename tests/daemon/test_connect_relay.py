@@ -26,7 +26,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from tests.daemon.conftest import Daemon
+from tests.daemon.conftest import Daemon, cli
 from tests.daemon.test_daemon_lifecycle import _counter, _write_config
 from tests.peers.fixtures import stdio_command
 
@@ -246,3 +246,8 @@ def test_two_all_sessions_share_a_machine_server_and_never_a_per_client_one(
             ]  # fmt: skip
 
     assert anyio.run(main) == [1, 2, 1, 1, 2]  # one shared instance; each session its own private one
+    # The daemon's guard audited the sessions' calls, naming the host (its initialize) and its pid.
+    code, out, err = cli("--json", "audit", "--server", "shared")
+    assert code == 0, err
+    callers = {r.get("caller") or "" for r in json.loads(out) if r["face"] == "daemon"}
+    assert any("(pid " in c and not c.startswith("mcpmux") for c in callers), callers
