@@ -63,6 +63,7 @@ INHERITED_ENV_VARS: tuple[str, ...] = (
 """Variables a child inherits from mcpmux's environment; others need ``settings.env_passthrough`` or ``env``."""
 INHERITED_ENV_PREFIXES: tuple[str, ...] = ("LC_",)
 """Prefixes of inherited variables (the locale categories)."""
+_INHERITED = frozenset(INHERITED_ENV_VARS)
 
 EXIT_REPORT_GRACE_S = 0.5
 WRITER_FLUSH_S = 0.5
@@ -79,12 +80,13 @@ def child_environment(
     allow-list. Values holding shell functions (``() {...``) are never inherited.
     """
     source = os.environ if parent is None else parent
-    env = {
-        key: value
-        for key, value in source.items()
-        if (key in INHERITED_ENV_VARS or key.startswith(INHERITED_ENV_PREFIXES) or _passes(key, passthrough))
-        and not value.startswith("()")
-    }
+    # The names first, the values of the inherited ones only (os.environ decodes on every access).
+    inherited = [
+        key
+        for key in source
+        if key in _INHERITED or key.startswith(INHERITED_ENV_PREFIXES) or (passthrough and _passes(key, passthrough))
+    ]
+    env = {key: value for key in inherited if not (value := source[key]).startswith("()")}
     env.setdefault("PATH", os.defpath)
     env.update({key: secret.get_secret_value() for key, secret in server.env.items()})
     return env
