@@ -315,6 +315,20 @@ class Manager:
         """
         supervisor = self.supervisor(tool.server)
         arguments = arguments or {}
+        if not tool.synthetic:
+            # The hot path: _on_live_session inlined (no closure, no context manager, no frame per layer).
+            if not supervisor.take_slot():
+                await supervisor.queue_for_slot()
+            try:
+                connection = supervisor.live_connection() or await supervisor.connection_for_call()
+                try:
+                    return await connection.call_tool(tool.tool, arguments, timeout=timeout, on_progress=on_progress)
+                except SessionExpired:
+                    logger.info("server %r: session expired; sending again on a new session", supervisor.name)
+                connection = await supervisor.connection_for_call()
+                return await connection.call_tool(tool.tool, arguments, timeout=timeout, on_progress=on_progress)
+            finally:
+                supervisor.release_slot()
 
         async def send(connection: Connection) -> types.CallToolResult:
             if tool.synthetic and tool.tool == READ_RESOURCE:
@@ -631,13 +645,17 @@ async def _on_live_session(supervisor: Supervisor, send: Callable[[Connection], 
     A Streamable HTTP server that forgot our session (it restarted) refused the request unseen;
     the spec's answer is a new session: the supervisor opens one and the request goes once more.
     """
-    async with supervisor.call_slot():
-        connection = await supervisor.connection_for_call()
+    if not supervisor.take_slot():
+        await supervisor.queue_for_slot()
+    try:
+        connection = supervisor.live_connection() or await supervisor.connection_for_call()
         try:
             return await send(connection)
         except SessionExpired:
             logger.info("server %r: session expired; sending again on a new session", supervisor.name)
         return await send(await supervisor.connection_for_call())
+    finally:
+        supervisor.release_slot()
 
 
 def _open_catalog(catalog: Catalog | Path | bool) -> Catalog | None:

@@ -202,8 +202,11 @@ class Supervisor:
         self._stopping = True
         self._interrupt_session()
         self._wake.set()
-        if self._session_scope is not None:
+        if self._session_scope is not None and self.connection is None:
             # A connect can take its whole connect timeout: a stop (Ctrl-C) must not wait for it.
+            # A live session is not cancelled: the interrupt ends its watch and the loop closes it
+            # (a cancelled tree is re-cancelled at every turn of the event loop until the child is
+            # stopped: most of the CPU of stopping 50 servers at once).
             self._session_scope.cancel()
 
     @property
@@ -310,6 +313,28 @@ class Supervisor:
     @asynccontextmanager
     async def call_slot(self) -> AsyncIterator[None]:
         """Hold one of the server's call slots; queue for one, or raise :class:`Busy` past the queue limit."""
+        if not self.take_slot():
+            await self.queue_for_slot()
+        try:
+            yield
+        finally:
+            self.release_slot()
+
+    def take_slot(self) -> bool:
+        """Take a free call slot at once; ``False`` when the call must :meth:`queue_for_slot`.
+
+        The hot path of :meth:`call_slot` without a trip through the event loop (``acquire()``
+        yields once even when a token is free): the call's own awaits are its checkpoints.
+        Give the slot back with :meth:`release_slot`.
+        """
+        try:
+            self._calls.acquire_nowait()
+        except anyio.WouldBlock:
+            return False
+        return True
+
+    async def queue_for_slot(self) -> None:
+        """Wait for a call slot in turn, or raise :class:`Busy` past the queue limit."""
         if self._calls.available_tokens < 1 and self._waiting >= self.settings.max_queued_calls:
             raise Busy(self.name, int(self._calls.borrowed_tokens), self._waiting)
         self._waiting += 1
@@ -317,11 +342,18 @@ class Supervisor:
             await self._calls.acquire()
         finally:
             self._waiting -= 1
-        try:
-            yield
-        finally:
-            self._calls.release()
-            self.park()
+
+    def release_slot(self) -> None:
+        """Give back the slot of :meth:`take_slot` or :meth:`queue_for_slot` (a transient server may stop)."""
+        self._calls.release()
+        self.park()
+
+    def live_connection(self) -> Connection | None:
+        """The connection if it is live and usable now (the hot path of :meth:`connection_for_call`)."""
+        connection = self.connection
+        if connection is not None and connection.is_connected and not (self._parking or self._disabled):
+            return connection
+        return None
 
     # -- the run loop -----------------------------------------------------------------------
 

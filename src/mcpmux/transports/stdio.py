@@ -157,7 +157,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
             finally:
                 with anyio.CancelScope(shield=True):
                     write.close()
-                    await _shutdown(process, exited, reaper=REAPER_AVAILABLE)
+                    await _shutdown(process, reaper=REAPER_AVAILABLE)
                     read_receive.close()
                 tg.cancel_scope.cancel()
 
@@ -226,27 +226,21 @@ def _exited(server: str, code: int, stderr_tail: str, note: str | None) -> Serve
     return error
 
 
-async def _shutdown(process: Process, exited: anyio.Event, *, reaper: bool) -> None:
-    """Close stdin, stop the process group, then release our pipe ends; bounded in time."""
+async def _shutdown(process: Process, *, reaper: bool) -> None:
+    """Close stdin, stop the process group, then release our pipe ends; bounded in time.
+
+    The exit is watched here (:func:`stop_process` waits on the process itself), not through the
+    exit reporter: that one is cancelled with the session when the caller is (stop, Ctrl-C).
+    """
     assert process.stdin is not None, "spawned with pipes"
     assert process.stdout is not None, "spawned with pipes"
     assert process.stderr is not None, "spawned with pipes"
-    async with anyio.create_task_group() as tg:
-        # The exit reporter is cancelled with the session when the caller is (stop, Ctrl-C): watch
-        # the exit here too, or a child that died at once would be waited for and called a survivor.
-        tg.start_soon(_note_exit, process, exited)
-        # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
-        with anyio.move_on_after(WRITER_FLUSH_S):
-            await _close_quietly(process.stdin)
-        await stop_process(process, exited, reaper=reaper)
-        tg.cancel_scope.cancel()
+    # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
+    with anyio.move_on_after(WRITER_FLUSH_S):
+        await _close_quietly(process.stdin)
+    await stop_process(process, reaper=reaper)
     for pipe in (process.stdin, process.stdout, process.stderr):
         await _close_quietly(pipe)
-
-
-async def _note_exit(process: Process, exited: anyio.Event) -> None:
-    await wait_exit(process)
-    exited.set()
 
 
 async def _close_quietly(pipe: AsyncResource) -> None:
