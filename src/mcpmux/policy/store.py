@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, Engine, Table
+from sqlalchemy import Connection, Engine, PoolProxiedConnection, Table
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from mcpmux.config.models import Config
@@ -64,6 +64,7 @@ class StateStore:
         self._opening = threading.Lock()
         self._appender: Appender[_Row] = Appender(shown(self.url), self._commit)
         self._inserts: dict[tuple[str, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {}
+        self._append_connection: PoolProxiedConnection | None = None
 
     @classmethod
     def configured(cls, config: Config | None = None, url: str | None = None) -> StateStore:
@@ -106,6 +107,7 @@ class StateStore:
         """Write the queued appends, then let go of the database (a later use opens it again)."""
         self.flush()
         with self._opening:
+            self._release_append_connection()
             if self._engine is not None:
                 self._engine.dispose()
                 self._engine = None
@@ -165,7 +167,9 @@ class StateStore:
         appended (floats, integers, text) need no conversion on the way in.
         """
         with memory_lock(self.engine):
-            raw = self.engine.raw_connection()
+            raw = self._append_connection
+            if raw is None:  # kept between batches (one writer at a time): no pool checkout per batch
+                raw = self._append_connection = self.engine.raw_connection()
             try:
                 cursor = raw.cursor()
                 try:
@@ -180,8 +184,14 @@ class StateStore:
                     cursor.execute("COMMIT")
                 finally:
                     cursor.close()
-            finally:
-                raw.close()  # back to the pool
+            except BaseException:
+                self._release_append_connection()  # the next batch starts on a fresh one
+                raise
+
+    def _release_append_connection(self) -> None:
+        raw, self._append_connection = self._append_connection, None
+        if raw is not None:
+            raw.close()  # back to the pool
 
     def _insert_sql(self, table: Table, columns: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
         """The positional ``INSERT`` of ``columns`` into ``table`` and its parameters' order (compiled once)."""
