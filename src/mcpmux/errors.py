@@ -32,7 +32,8 @@ from the builtin :class:`TimeoutError`.
     │   └── ConnectionClosed           the connection closed while a request was in flight
     │       └── SessionExpired         the HTTP peer no longer knows the session (it restarted)
     ├── ProtocolError                  the peer broke the protocol (exit 3)
-    │   └── ProtocolVersionMismatch    no protocol version both sides speak
+    │   ├── ProtocolVersionMismatch    no protocol version both sides speak
+    │   └── SkillRejected              a skill's files do not match its listing: not loaded
     ├── MCPTimeoutError (TimeoutError) a deadline passed (exit 3)
     ├── ServerError                    the server answered a request with a JSON-RPC error (exit 1)
     ├── ToolError                      a tool returned ``isError: true`` (exit 1)
@@ -93,6 +94,7 @@ __all__ = [
     "ServerNotConfigured",
     "ServerUnavailable",
     "SessionExpired",
+    "SkillRejected",
     "SourceError",
     "SourceExists",
     "SpecError",
@@ -529,6 +531,15 @@ class ProtocolError(MCPMuxError):
     def __init__(self, server: str, message: str) -> None:
         super().__init__(f"server {server!r}: {message}")
         self.server = server
+
+
+class SkillRejected(ProtocolError):
+    """A skill's files do not match what its server listed (size, digest or frontmatter): not loaded."""
+
+    def __init__(self, server: str, skill: str, reason: str) -> None:
+        super().__init__(server, f"skill {skill} was not loaded: {reason}")
+        self.skill, self.reason = skill, reason
+        self.hint = "the server serves other files than it lists; tell its maintainer, or do not use this skill"
 
 
 class ProtocolVersionMismatch(ProtocolError):

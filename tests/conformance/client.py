@@ -33,7 +33,7 @@ from mcpmux.config.models import (
     StreamableHttpServerConfig,
 )
 from mcpmux.connection import ClientCallbacks, Connection, raise_for_tool_error
-from mcpmux.errors import MCPMuxError
+from mcpmux.errors import MCPMuxError, SkillRejected
 
 # Generous: with every scenario starting at once on 2 cores, a login (discovery, registration,
 # authorization, token) inside the connect takes tens of seconds.
@@ -58,6 +58,9 @@ SCENARIO_CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 }
 # Scenarios whose server checks which of its tools are called: call every tool the client surfaced.
 CALL_EVERY_TOOL = {"http-invalid-tool-headers"}
+# Scenarios where the user loads the listed skill (the others only list: a host reads no skill file
+# before a skill is loaded, which sep-2640-client-no-prefetch checks).
+LOADS_SKILLS = "sep-2640-client-verify-"
 # json-schema-2020-12-preservation: echo the focal tool's inputSchema back as the client holds it.
 ECHO_TOOL, FOCAL_TOOL = "json_schema_echo", "json_schema_2020_12_tool"
 
@@ -198,6 +201,22 @@ async def session(server: StreamableHttpServerConfig, scenario: str) -> None:
             if not scenario.startswith("auth/"):
                 raise_for_tool_error(server.name, name, result)
             print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)))
+        await use_skills(conn, scenario)
+
+
+async def use_skills(conn: Connection, scenario: str) -> None:
+    """List the server's skills, as a host does on connecting; load them where the scenario has the
+    user pick one (``verify-*``: a tampered skill must be refused before anything more of it is read)."""
+    listed = await conn.list_skills()
+    for entry in listed:
+        print(f"skill {entry.name}: {entry.description}")
+        if scenario.startswith(LOADS_SKILLS):
+            try:
+                loaded = await conn.load_skill(entry)
+            except SkillRejected as exc:
+                print(f"refused: {exc}")
+            else:
+                print(f"loaded {entry.name}: {len(loaded.files) + 1} files verified")
 
 
 def main() -> int:

@@ -34,8 +34,10 @@ from mcpmux.config.models import (
     Settings,
     StdioServerConfig,
     StreamableHttpServerConfig,
+    WebSocketServerConfig,
 )
 from mcpmux.connection import Connection
+from mcpmux.errors import MCPMuxError
 from mcpmux.gateway.introspection import IntrospectionSettings, Introspector
 from mcpmux.gateway.oauth_resource import ExternalTokenInfo, ExternalTokens, OAuthResourceSettings
 from mcpmux.gateway.security import CALLER, HttpSecurity, SecurityMiddleware
@@ -288,3 +290,56 @@ async def test_the_rest_api_maps_groups_into_policy_and_audit_too(world: OAuthWo
     callers = {row.caller: row.decision for row in rows}
     assert callers["token:oauth:robot (groups: admins, ops)"] == "allowed"
     assert callers["token:oauth:intern (groups: interns)"] == "denied"
+
+
+async def calls_until_refused(conn: Connection) -> None:
+    """Call until the connection is refused (bounded by the caller's deadline)."""
+    for _attempt in range(300):
+        await conn.call_tool("time__get_current_time", {"timezone": "UTC"})
+        await anyio.sleep(0.1)
+
+
+async def test_the_websocket_face_admits_introspected_tokens_applies_their_groups_and_closes_on_revocation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``mcpmux serve --ws`` with the same OAuth options as --http. Before: the WebSocket face never
+    introspected (every opaque token refused) and its callers had no groups (a ``group:`` deny rule
+    did not apply there). Now: introspected at the handshake, groups in policy and audit, a revoked
+    token ends the connection once its cached answer runs out, a made-up one is 401."""
+    port = free_port()
+    command, args = stdio_command("time")
+    config = tmp_path / "gateway.yaml"
+    servers = [{"name": "time", "type": "stdio", "command": command, "args": args}]
+    rules = [{"tools": "time:*", "callers": ["group:interns"], "action": "deny"}]
+    security = {"pinning": "off", "approval_rules": rules}
+    config.write_text(json.dumps({"mcp": {"servers": servers, "security": security}}))
+    monkeypatch.setenv("MCPMUX_OAUTH_CLIENT_SECRET", GATEWAY_SECRET)
+    url = f"ws://127.0.0.1:{port}/"
+    settings = Settings(connect_timeout_ms=60_000, timeout_ms=60_000)
+
+    def socket(token: str) -> WebSocketServerConfig:
+        return WebSocketServerConfig(name="gw", url=url, headers={"Authorization": f"Bearer {token}"})
+
+    with oauth_world(also_for=(GATEWAY,), opaque=True) as world:
+        argv = [
+            sys.executable, "-m", "mcpmux", "--config", str(config), "serve", "--ws", f"127.0.0.1:{port}",
+            "--oauth-issuer", world.issuer, "--oauth-resource", GATEWAY, "--oauth-client-id", "gateway",
+            "--oauth-introspection-ttl", "1",
+        ]  # fmt: skip
+        robot, intern = token_of(world, "robot"), token_of(world, "intern")
+        with run_listening(argv, port=port), anyio.fail_after(DEADLINE_S):
+            async with Connection(socket(intern), settings) as conn:
+                denied = await conn.call_tool("time__get_current_time", {"timezone": "UTC"})
+            async with Connection(socket(robot), settings) as conn:
+                allowed = await conn.call_tool("time__get_current_time", {"timezone": "UTC"})
+                revoke(world, "robot", robot)
+                with pytest.raises(MCPMuxError):  # asked again once the 1 s answer is stale: refused, closed
+                    await calls_until_refused(conn)
+            with pytest.raises(MCPMuxError, match="401"):
+                await Connection(socket("not-a-token"), settings).connect()
+    assert not allowed.is_error, allowed
+    assert denied.is_error and "approval_rules[0]" in str(denied.content[0])
+    rows = json.loads(mcpmux(["--config", str(config), "audit", "--json"]).stdout)
+    callers = {(row["caller"], row["decision"]) for row in rows}
+    assert ("token:oauth:intern (groups: interns)", "denied") in callers
+    assert ("token:oauth:robot (groups: admins, ops)", "allowed") in callers

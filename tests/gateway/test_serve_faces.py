@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -90,10 +89,17 @@ async def test_sigterm_lets_the_call_in_flight_finish_then_stops_the_upstreams(t
             try:
                 async with Client(serving.url, mode="legacy") as client:
                     args = {"duration": 1.5, "steps": 3}
-                    timer = threading.Timer(0.5, serving.process.terminate)
-                    timer.start()
+
+                    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                        # The call is running upstream (not merely sent: on a loaded machine a timer
+                        # could fire before the request reached the gateway): now stop the gateway.
+                        if progress == 1:
+                            serving.process.terminate()
+
                     started = time.monotonic()
-                    result = await client.call_tool("everything__trigger-long-running-operation", args)
+                    result = await client.call_tool(
+                        "everything__trigger-long-running-operation", args, progress_callback=on_progress
+                    )
                     took = time.monotonic() - started
             except* httpx2.ConnectError:
                 # The gateway stops once the call is answered, as told: a client that is still closing

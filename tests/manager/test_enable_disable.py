@@ -6,6 +6,8 @@ import anyio
 import mcp_types as types
 import pytest
 
+from mcpmux.config.models import ServerConfig, Settings
+from mcpmux.connection import ClientCallbacks, Connection
 from mcpmux.errors import ServerDisabled, ServerNotConfigured, ServerUnavailable
 from mcpmux.manager import Manager, ServerState
 from mcpmux.manager.events import ListChanged, StateChanged
@@ -159,3 +161,27 @@ async def test_a_lazy_server_never_started_can_be_disabled_and_stays_down() -> N
             with pytest.raises(ServerDisabled):
                 await mux.call_tool("web:search")
             assert mux.supervisor("web").connects == 0
+
+
+async def test_a_restart_of_a_server_that_is_not_running_starts_it_once() -> None:
+    # Found reading the supervisor: a restart of a server not started yet set the "close the
+    # session" interrupt with no session to see it, so the first connection was closed at once
+    # and a second child started in its place.
+    made: list[str] = []
+    inner = factory({"web": echo_server("web", "search"), "dyn": dynamic_server("dyn")})
+
+    def counting(config: ServerConfig, settings: Settings, callbacks: ClientCallbacks) -> Connection:
+        made.append(config.name)
+        return inner(config, settings, callbacks)
+
+    configs = [stdio("web"), stdio("dyn")]
+    with anyio.fail_after(20):
+        async with Manager(configs, connection_factory=counting, catalog=False, start={"web"}) as mux:
+            assert made == ["web"] and state(mux, "dyn") is ServerState.CONFIGURED
+            await mux.restart("dyn")
+            assert (await mux.read_resource("dyn", "memo://greeting")).contents
+            await anyio.sleep(1.0)  # a second start, if any, would have begun by now
+            assert made == ["web", "dyn"], made
+            # A restart of a running server still closes it and starts a new one.
+            await mux.restart("dyn")
+            assert made == ["web", "dyn", "dyn"]

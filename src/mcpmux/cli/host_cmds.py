@@ -195,6 +195,65 @@ def resources_cmd(server: str | None) -> None:
     emit(data, lambda: render.print_resource_infos(resources))
 
 
+@click.command("skills")
+@click.argument("server", required=False, shell_complete=complete_servers)
+@json_option
+def skills_cmd(server: str | None) -> None:
+    """List the agent skills of every server (or of SERVER) that serves them.
+
+    Servers declaring the skills extension (io.modelcontextprotocol/skills) list them; listing reads
+    none of a skill's files. `mcpmux skill SERVER NAME` loads one, checking every file.
+    """
+
+    async def body(config: Config) -> list[Any]:
+        if server is not None:
+            config.server(server)
+        async with managed(config, {server} if server else True) as guard:
+            return await guard.skills(server)
+
+    skills = run(body)
+    data = [
+        {
+            "server": s.server, "name": s.entry.name, "uri": s.entry.uri, "description": s.entry.description,
+            "files": "dynamic" if s.entry.resources == "dynamic" else len(s.entry.resources),
+        }
+        for s in skills
+    ]  # fmt: skip
+    rows = [(d["server"], d["name"], d["files"], clip(d["description"], 80)) for d in data]
+    emit(data, lambda: table(["server", "skill", "files", "description"], rows) if rows else click.echo("no skills"))
+
+
+@click.command("skill")
+@click.argument("server", shell_complete=complete_servers)
+@click.argument("name")
+@json_option
+def skill_cmd(server: str, name: str) -> None:
+    """Load the skill NAME (or its SKILL.md URI) of SERVER and print its instructions.
+
+    Every file is read under the server's read_resource rules (audited) and checked against the
+    size and digest the server listed, and SKILL.md's frontmatter against the listed one; on any
+    mismatch nothing is printed and the exit code is 3.
+    """
+
+    async def body(config: Config) -> Any:
+        config.server(server)
+        async with managed(config, {server}) as guard:
+            return await guard.load_skill(server, name)
+
+    loaded = run(body)
+    data = {
+        "server": server, "name": loaded.entry.name, "uri": loaded.entry.uri,
+        "frontmatter": loaded.entry.frontmatter, "instructions": loaded.instructions, "files": loaded.files,
+    }  # fmt: skip
+
+    def show() -> None:
+        click.echo(loaded.instructions.rstrip("\n"))
+        for uri, text in loaded.files.items():
+            click.echo(f"{uri} ({len(text)} characters, verified)", err=True)
+
+    emit(data, show)
+
+
 @click.command("prompts")
 @click.argument("server", required=False, shell_complete=complete_servers)
 @json_option

@@ -60,6 +60,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("mcpmux.cli.chat_cmds", "run_cmd", "Send one prompt to the model with every server's tools."),
     "scan": ("mcpmux.cli.guard_cmds", "scan_cmd", "Scan tool definitions for hidden instructions (poisoning)."),
     "serve": ("mcpmux.cli.gateway_cmds", "serve_cmd", "Serve every configured server as one MCP server (the gateway)."),
+    "skill": ("mcpmux.cli.host_cmds", "skill_cmd", "Load a server's agent skill, every file checked, and print it."),
+    "skills": ("mcpmux.cli.host_cmds", "skills_cmd", "List the agent skills of every server (or one)."),
     "sources": ("mcpmux.cli.sources_cmds", "sources", "Register, sync and remove MCP and OpenAPI sources."),
     "show": ("mcpmux.cli.show_cmds", "show_cmd", "Everything about one server: config, state, tools, stderr."),
     "test": ("mcpmux.cli.probe_cmds", "test_cmd", "Connect to a server, ping it, list everything, report timings."),

@@ -25,6 +25,7 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from mcpmux._private.mcp_sdk import run_input_required_driver
 from mcpmux.config.models import ServerConfig, Settings
+from mcpmux.connection import skills
 from mcpmux.connection._dispatch import WatchedDispatcher
 from mcpmux.connection._era import is_modern, negotiate
 from mcpmux.connection._errormap import FOREIGN_ERRORS
@@ -357,6 +358,33 @@ class Connection:
             return []
         return await self._collect("prompts/list", timeout, lambda s, p: s.list_prompts(params=p), _prompts)
 
+    def offers_skills(self) -> bool:
+        """Whether the server declares the skills extension (``io.modelcontextprotocol/skills``)."""
+        return skills.offers_skills(self.session.server_capabilities)
+
+    async def list_skills(self, *, timeout: float | None = None) -> list[skills.SkillEntry]:
+        """Every skill the server lists (``skills/list``, all pages); empty without the extension.
+
+        Lists only: no skill file is read until :meth:`load_skill` (the extension's no-prefetch rule).
+        """
+        if not self.offers_skills():
+            return []
+
+        def fetch(
+            session: ClientSession, params: types.PaginatedRequestParams | None
+        ) -> Awaitable[skills.ListSkillsResult]:
+            return session.send_request(skills.ListSkillsRequest(params=params), skills.ListSkillsResult)
+
+        return await self._collect(skills.LIST_METHOD, timeout, fetch, _skills)
+
+    async def load_skill(self, entry: skills.SkillEntry, *, timeout: float | None = None) -> skills.LoadedSkill:
+        """Read ``entry``'s files, each checked against the entry (see :func:`mcpmux.connection.skills.load_skill`).
+
+        Raises:
+            SkillRejected: a file does not match its entry; the rest of the skill is not read.
+        """
+        return await skills.load_skill(self.name, entry, lambda uri: self.read_resource(uri, timeout=timeout))
+
     def _offers(self, capability: str) -> bool:
         capabilities = self.session.server_capabilities
         return capabilities is None or getattr(capabilities, capability, None) is not None
@@ -606,6 +634,10 @@ def _resources(page: types.ListResourcesResult) -> list[types.Resource]:
 
 def _templates(page: types.ListResourceTemplatesResult) -> list[types.ResourceTemplate]:
     return page.resource_templates
+
+
+def _skills(page: skills.ListSkillsResult) -> list[skills.SkillEntry]:
+    return page.skills
 
 
 def _prompts(page: types.ListPromptsResult) -> list[types.Prompt]:

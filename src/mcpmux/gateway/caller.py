@@ -41,6 +41,8 @@ class TokenCaller:
 
     name: str
     scopes: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    """The groups of an external access token (see :class:`~mcpmux.policy.callers.Caller`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,5 +109,7 @@ def _token(ctx: ServerRequestContext[Any, Any]) -> tuple[str, tuple[str, ...]] |
 def _groups(ctx: ServerRequestContext[Any, Any]) -> tuple[str, ...]:
     """The groups of the external access token behind ``ctx`` (verified by the auth middleware)."""
     request = ctx.request
+    if isinstance(request, TokenCaller):
+        return request.groups
     info = request.scope.get(CALLER) if isinstance(request, Request) else None
     return info.groups if isinstance(info, ExternalTokenInfo) else ()

@@ -467,13 +467,15 @@ def websocket_admission(security: HttpSecurity, *, toolset: str | None = None) -
     """
     gate = Gatekeeper(security)
 
-    def admit(headers: Mapping[str, str]) -> Handshake:
+    async def admit(headers: Mapping[str, str]) -> Handshake:
+        await gate.refresh(gate.token_of(headers))  # an external token: rotated keys, introspection
         verdict = gate.admit(headers)
         if isinstance(verdict, Admitted) and verdict.toolsets and toolset not in verdict.toolsets:
             where = ", ".join(f"mcpmux serve --toolset {name}" for name in verdict.toolsets)
             return Handshake(refuse_status=403, reason=f"This token is bound to its toolsets: use {where}")
         if isinstance(verdict, Admitted):
-            caller = None if verdict.token_name is None else TokenCaller(verdict.token_name, verdict.scopes)
+            name = verdict.token_name
+            caller = None if name is None else TokenCaller(name, verdict.scopes, verdict.groups)
             return Handshake(still_valid=gate.still_valid(verdict), context=caller)
         return Handshake(refuse_status=verdict.status, reason=verdict.reason)
 

@@ -26,7 +26,7 @@ lower, in :mod:`mcpmux.gateway.slowloris`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -37,7 +37,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcpmux.gateway.oauth_resource import PRM_PATH, ExternalTokens
+from mcpmux.gateway.oauth_resource import PRM_PATH, ExternalTokenInfo, ExternalTokens
 from mcpmux.gateway.origins import AddressRules
 from mcpmux.gateway.tokens import TokenInfo, TokenStore
 
@@ -74,6 +74,7 @@ CREDENTIAL = "mcpmux.credential"
 """The ASGI scope key of the admitted request's ``Authorization`` value, which is taken out of its
 headers: only a replica forwarding the request to the replica that owns it sends it on."""
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="mcpmux"'}
+UNAVAILABLE = "The authorization server could not be reached to check the token: retry later"
 _LOWERED = (b"host", b"origin")
 
 
@@ -136,6 +137,8 @@ class Admitted:
     scopes: tuple[str, ...] = ()
     toolsets: tuple[str, ...] = ()
     """The toolsets the token is bound to (empty: not bound)."""
+    groups: tuple[str, ...] = ()
+    """The groups an external access token's claims name (policy rules match ``group:NAME``)."""
 
 
 class Gatekeeper:
@@ -164,6 +167,13 @@ class Gatekeeper:
         external = self.security.external is not None
         return self.security.require_token or external or (tokens is not None and tokens.any())
 
+    async def refresh(self, token: str) -> None:
+        """Before :meth:`identify` on a connection's token: fetch what an external token needs (the
+        issuer's rotated keys, an introspection answer; cached). The gateway's own tokens never leave it."""
+        external, tokens = self.security.external, self.security.tokens
+        if external is not None and not (tokens is not None and token and tokens.check(token)):
+            await external.refresh_for(token)
+
     def identify(self, token: str) -> TokenInfo | None:
         """What ``token`` is (name, scopes) if it is valid now, else ``None``."""
         tokens, external = self.security.tokens, self.security.external
@@ -181,20 +191,41 @@ class Gatekeeper:
         refusal = self.check_address(headers.get("host", ""), headers.get("origin"))
         if refusal is not None:
             return refusal
-        token = _bearer(headers.get("authorization", "")) or _subprotocol_token(
-            headers.get("sec-websocket-protocol", "")
-        )
+        token = self.token_of(headers)
         info = self.identify(token) if token else None
         if info is None:
-            return Refusal(401, "A valid bearer token is required") if self.tokens_required() else Admitted()
-        return Admitted(info.name, token, tuple(info.scopes), info.toolsets)
+            if not self.tokens_required():
+                return Admitted()
+            if self.unavailable(token):
+                return Refusal(503, UNAVAILABLE)
+            return Refusal(401, "A valid bearer token is required")
+        groups = info.groups if isinstance(info, ExternalTokenInfo) else ()
+        return Admitted(info.name, token, tuple(info.scopes), info.toolsets, groups)
 
-    def still_valid(self, admitted: Admitted) -> Callable[[], bool] | None:
-        """For a long-lived connection: whether it may go on (its token not revoked meanwhile)."""
+    def unavailable(self, token: str) -> bool:
+        """Whether ``token`` was refused only because the authorization server could not be asked."""
+        external = self.security.external
+        return external is not None and external.unavailable(token)
+
+    @staticmethod
+    def token_of(headers: Mapping[str, str]) -> str:
+        """The bearer token of a WebSocket handshake (lower-case header names), or ``""``."""
+        offered = headers.get("sec-websocket-protocol", "")
+        return _bearer(headers.get("authorization", "")) or _subprotocol_token(offered)
+
+    def still_valid(self, admitted: Admitted) -> Callable[[], Awaitable[bool]] | None:
+        """For a long-lived connection: whether it may go on (its token not revoked or expired
+        meanwhile; an external token asked about again when its cached answer runs out, and refused
+        while it cannot be: fail closed)."""
         if admitted.token is None:
             return None
         token = admitted.token
-        return lambda: self.identify(token) is not None
+
+        async def valid() -> bool:
+            await self.refresh(token)
+            return self.identify(token) is not None
+
+        return valid
 
 
 def _bearer(value: str) -> str:
@@ -227,10 +258,7 @@ class SecurityMiddleware:
             if scope["path"] == PRM_PATH or scope["path"].startswith(PRM_PATH + "/"):
                 await _metadata_response(external)(scope, receive, send)
                 return
-            token = _bearer(headers.get("authorization", ""))
-            tokens = self.security.tokens
-            if not (tokens is not None and token and tokens.check(token)):  # never sent out: one of ours
-                await external.refresh_for(token)
+            await self.gate.refresh(_bearer(headers.get("authorization", "")))
         refusal = self._refusal(scope, headers)
         if refusal is not None:
             await refusal(scope, receive, send)
@@ -276,10 +304,8 @@ class SecurityMiddleware:
             if scope["path"] in PUBLIC_PATHS:
                 scope[ANONYMOUS] = True
                 return None
-            external = self.security.external
-            if external is not None and external.unavailable(token):  # fail closed, but say it is not the token
-                reason = "The authorization server could not be reached to check the token: retry later"
-                return self._refused(scope, Refusal(503, reason), {"Retry-After": "2"})
+            if self.gate.unavailable(token):  # fail closed, but say it is not the token
+                return self._refused(scope, Refusal(503, UNAVAILABLE), {"Retry-After": "2"})
             return self._refused(scope, Refusal(401, "A valid bearer token is required"), self._challenge(headers))
         if info.toolsets and not _toolset_path(scope["path"], info.toolsets):
             paths = ", ".join(f"/mcp/{name}" for name in info.toolsets)

@@ -28,6 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS as MODERN_ERA
 from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.config.models import Config, ServerConfig, Settings
 from mcpmux.connection.callbacks import ClientCallbacks, ListKind
+from mcpmux.connection.skills import SkillEntry
 from mcpmux.errors import (
     ConfigError,
     ConfigProblem,
@@ -381,6 +382,12 @@ class Manager:
         """Read ``uri`` from ``server``."""
         supervisor = self.supervisor(server)
         return await _on_live_session(supervisor, lambda connection: connection.read_resource(uri, timeout=timeout))
+
+    async def list_skills(self, server: str, *, timeout: float | None = None) -> list[SkillEntry]:
+        """The skills ``server`` lists (``skills/list``; empty when it does not declare the extension).
+        Reads none of their files."""
+        supervisor = self.supervisor(server)
+        return await _on_live_session(supervisor, lambda connection: connection.list_skills(timeout=timeout))
 
     async def get_prompt(
         self, name: str | PromptInfo, arguments: dict[str, str] | None = None, *, timeout: float | None = None

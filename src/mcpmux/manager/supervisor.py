@@ -193,8 +193,11 @@ class Supervisor:
 
     def restart(self) -> None:
         """Close the connection (if any) and connect again at once."""
-        self._restart = True
-        self._interrupt_session()
+        if self._session_scope is not None:
+            # A session is live or connecting: it ends, and the loop connects again at once. With
+            # none, the interrupt would be seen by the next session, which would close at once.
+            self._restart = True
+            self._interrupt_session()
         self.want()
 
     def stop(self) -> None:

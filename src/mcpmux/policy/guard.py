@@ -15,6 +15,7 @@ and every attempt, refused or not, leaves an audit row.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -27,14 +28,17 @@ import anyio
 import mcp_types as types
 
 from mcpmux.config.models import AgentConfig, Config, ServerConfig, declared_for
+from mcpmux.connection.skills import LoadedSkill, SkillEntry, load_skill
 from mcpmux.errors import (
     ApprovalDenied,
     InvalidArguments,
     MCPMuxError,
+    NotFound,
     ResourceNotDeclared,
     ToolDefinitionChanged,
     ToolDenied,
     ToolQuarantined,
+    closest,
 )
 from mcpmux.json_shapes import JSONObject
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
@@ -57,7 +61,9 @@ if TYPE_CHECKING:
 
     from mcpmux.connection import ConnectionInfo
 
-__all__ = ["Exposure", "Guard", "Suspicion"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["Exposure", "Guard", "SkillInfo", "Suspicion"]
 
 Suspicion = Callable[[ToolInfo, Sequence[ToolInfo]], str | None]
 """Returns why a tool looks poisoned (a high-severity scanner finding), or ``None``."""
@@ -76,6 +82,14 @@ NO_APPROVER_HINT = (
     "run the command in a terminal to answer the prompt, or allow this one tool in the configuration: "
     "security.approval_rules [{{tools: '{tool}', action: allow}}]"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class SkillInfo:
+    """A skill and the server that lists it."""
+
+    server: str
+    entry: SkillEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -631,6 +645,47 @@ class Guard:
         decision = await self._decide(tool, args, caller, answered_by)
         read = self.manager.read_resource(server, uri, timeout=timeout)
         return await self._run(tool, args, caller, decision, read, _contents_size)
+
+    async def skills(self, server: str | None = None, *, timeout: float | None = None) -> list[SkillInfo]:
+        """The skills of every enabled server (or of ``server``) that declares the skills extension.
+
+        Listing reads no skill file (the extension's no-prefetch rule). A server that cannot be
+        reached is left out when all are listed, and raises when named.
+        """
+        if server is not None:
+            return [SkillInfo(server, entry) for entry in await self.manager.list_skills(server, timeout=timeout)]
+        names = [s.name for s in self.manager.status() if s.state != "disabled"]
+        found: dict[str, list[SkillEntry]] = {}
+
+        async def one(name: str) -> None:
+            try:
+                found[name] = await self.manager.list_skills(name, timeout=timeout)
+            except MCPMuxError as exc:  # not swallowed: said, and the others are listed
+                logger.warning("server %r: its skills could not be listed: %s", name, exc)
+
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(one, name)
+        return [SkillInfo(name, entry) for name in names for entry in found.get(name, [])]
+
+    async def load_skill(
+        self, server: str, skill: str, *, caller: str | None = None, timeout: float | None = None
+    ) -> LoadedSkill:
+        """Load ``skill`` (its name or ``SKILL.md`` URI) of ``server``: every file read under the rules of
+        ``server:read_resource`` (allowed, audited) and checked against the listing before the next.
+
+        Raises:
+            NotFound: the server lists no such skill.
+            SkillRejected: a file does not match its listing; the rest is not read.
+        """
+        listed = await self.manager.list_skills(server, timeout=timeout)
+        entry = next((e for e in listed if skill in (e.name, e.uri)), None)
+        if entry is None:
+            hint = f"`mcpmux skills {server}` lists them"
+            raise NotFound("skill", f"{server}:{skill}", closest(skill, [e.name for e in listed]), hint=hint)
+        return await load_skill(
+            server, entry, lambda uri: self.read_resource(server, uri, caller=caller, timeout=timeout)
+        )
 
     async def get_prompt(
         self,

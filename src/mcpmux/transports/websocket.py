@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import ssl
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +51,7 @@ CLOSE_MESSAGE_TOO_BIG = 1009
 CLOSE_POLICY_VIOLATION = 1008
 
 Item = SessionMessage | Exception
-StillValid = Callable[[], bool]
+StillValid = Callable[[], Awaitable[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +72,7 @@ class Handshake:
     context: object = None
 
 
-Admit = Callable[[Mapping[str, str]], Handshake]
+Admit = Callable[[Mapping[str, str]], Awaitable[Handshake]]
 _PLAIN = Handshake()
 
 
@@ -111,7 +111,7 @@ async def _read_frames(
     async with sink:
         try:
             async for frame in ws:
-                if still_valid is not None and not still_valid():
+                if still_valid is not None and not await still_valid():
                     logger.info("%s: its credentials were revoked; closing", name)
                     await ws.close(CLOSE_POLICY_VIOLATION, "credentials revoked")
                     return
@@ -224,10 +224,10 @@ async def serve_websocket(
     lowlevel = lowlevel_server_of(server)
     admitted: weakref.WeakKeyDictionary[ServerConnection, Handshake] = weakref.WeakKeyDictionary()
 
-    def process_request(connection: ServerConnection, request: Request) -> Response | None:
+    async def process_request(connection: ServerConnection, request: Request) -> Response | None:
         if admit is None:
             return None
-        verdict = admit(_joined(request.headers))
+        verdict = await admit(_joined(request.headers))
         if verdict.refuse_status is not None:
             return connection.respond(verdict.refuse_status, verdict.reason + "\n")
         admitted[connection] = verdict
