@@ -10,18 +10,26 @@ close it. Rounds alternate (SDK, manager, SDK, ...) and the medians are reported
   (<= 1.3x the SDK's);
 - the same per server in milliseconds.
 
-Run: ``.venv/bin/python bench/bench_connect.py [--servers 50] [--rounds 5] [--profile FILE]``.
+and, with ``--count`` (valgrind's callgrind), the instructions of this process per server
+(noise-free, unlike time on a loaded machine): a child connects 2 servers untimed, then callgrind
+counts it connecting, listing and closing ``--servers`` of them.
+
+Run: ``.venv/bin/python bench/bench_connect.py [--servers 50] [--rounds 5] [--profile FILE] [--count]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -73,12 +81,66 @@ def measure(connect: Callable[[int], Awaitable[None]], servers: int) -> tuple[fl
     return time.perf_counter() - started, time.process_time() - cpu
 
 
+KINDS: dict[str, Callable[[int], Awaitable[None]]] = {"sdk": sdk_connect, "manager": manager_connect}
+
+
+def child(kind: str, servers: int) -> None:
+    """Under callgrind: warm up, say ``ready``, connect when told, say ``done`` (see :func:`counted`)."""
+    anyio.run(KINDS[kind], 2)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    anyio.run(KINDS[kind], servers)
+    print("done", flush=True)
+    sys.stdin.readline()
+
+
+def counted(kind: str, servers: int, scratch: Path) -> float:
+    """Instructions (every thread of this process, no child) of connecting ``servers`` the ``kind`` way."""
+    out = scratch / f"connect-{kind}.cg"
+    command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+               sys.executable, __file__, "--child", kind, "--servers", str(servers)]  # fmt: skip
+    pipes: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+    proc = subprocess.Popen(command, text=True, **pipes)
+    assert proc.stdin is not None
+    try:
+        for word, flag in (("ready", "on"), ("done", "off")):
+            _expect(proc, word)
+            subprocess.run(
+                ["callgrind_control", "-i", flag, str(proc.pid)], capture_output=True, check=True, timeout=120
+            )
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    total = 0
+    for line in out.read_text().splitlines():
+        if line.startswith("totals:"):
+            total += int(line.split()[1])
+    return total
+
+
+def _expect(proc: subprocess.Popen[str], word: str) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == word:
+            return
+    raise RuntimeError(f"the child ended before saying {word!r} (exit code {proc.wait()})")
+
+
 def main(argv: Sequence[str] = ()) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", help="write a cProfile of the manager's rounds here")
+    parser.add_argument("--count", action="store_true", help="also count instructions per server (callgrind)")
+    parser.add_argument("--child", choices=sorted(KINDS), help=argparse.SUPPRESS)
     options = parser.parse_args(list(argv))
+    if options.child:
+        child(options.child, options.servers)
+        return
     measure(sdk_connect, 2)  # imports and first-use costs out of the rounds
     measure(manager_connect, 2)
     sdk: list[tuple[float, float]] = []
@@ -102,6 +164,12 @@ def main(argv: Sequence[str] = ()) -> None:
          round(wall_mux / wall_sdk, 2), round(cpu_mux / cpu_sdk, 2)],
     ]  # fmt: skip
     columns = ["connect N stdio servers", "wall s", "host CPU s", "CPU ms/server", "wall ratio", "CPU ratio"]
+    if options.count and shutil.which("valgrind") and shutil.which("callgrind_control"):
+        with tempfile.TemporaryDirectory(prefix="bench-connect-") as scratch:
+            counts = [counted(kind, n, Path(scratch)) for kind in ("sdk", "manager")]
+        columns += ["M instructions/server", "instructions ratio"]
+        rows[0] += [round(counts[0] / n / 1e6, 2), 1.0]
+        rows[1] += [round(counts[1] / n / 1e6, 2), round(counts[1] / counts[0], 2)]
     report("connect", columns, rows, servers=n, rounds=options.rounds)
 
 

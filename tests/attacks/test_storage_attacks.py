@@ -16,7 +16,7 @@ from tests.sources.conftest import database_url, postgres_server
 
 __all__ = ["database_url", "postgres_server"]
 
-HOSTILE = ["' OR 1=1 --", "fs'; DROP TABLE mcpmux_audit; --", "%", "*", "\x00", "fs\" OR \"1\"=\"1"]
+HOSTILE = ["' OR 1=1 --", "fs'; DROP TABLE mcpmux_audit; --", "%", "*", "\x00", 'fs" OR "1"="1']
 
 
 def test_hostile_filter_values_match_nothing_and_drop_nothing(database_url: str, tmp_path: Path) -> None:
@@ -56,3 +56,22 @@ def test_the_password_of_an_unreachable_database_is_not_in_the_error(tmp_path: P
     with pytest.raises(ConfigError) as caught:
         Approvals(store, tmp_path).standing()
     assert "pw-that-is-secret" not in str(caught.value) and "admin:***@127.0.0.1:1" in str(caught.value)
+
+
+def test_hostile_values_in_audited_calls_are_stored_verbatim_by_the_batched_writer(tmp_path: Path) -> None:
+    # The SQLite audit writer binds its parameters itself (one executemany per batch): every hostile
+    # value goes in as data, whole, in every column, and the table survives.
+    with StateStore(tmp_path / "state.db") as store:
+        audit = AuditLog(store)
+        for value in [*HOSTILE, "x" * 1_000_000]:
+            audit.record(
+                face="gateway", caller=value, server=value, tool=value, name=f"{value}:{value}",
+                arguments={value: value}, decision="allowed", rule=value, duration_ms=1.0, outcome="ok",
+                error=value, result_bytes=len(value),
+            )  # fmt: skip
+        rows = list(reversed(audit.query(limit=100)))
+    assert [r.server for r in rows] == [*HOSTILE, "x" * 1_000_000]
+    for row in rows:
+        value = row.server
+        assert (row.caller, row.tool, row.rule, row.error, row.result_bytes) == (value, value, value, value, len(value))
+        assert row.args == {value: value}

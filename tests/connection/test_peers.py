@@ -15,7 +15,7 @@ from tests.peers.fixtures import stdio_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess]
 
-FAIL_AFTER_S = 30
+FAIL_AFTER_S = 120  # a whole session of server-everything; generous for a loaded 2-core machine
 
 
 def stdio_peer(name: str, peer: str, *args: str) -> StdioServerConfig:

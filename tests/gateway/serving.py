@@ -80,7 +80,7 @@ def write_config(root: Path, servers: Sequence[str] = ("time", "everything"), **
     return path
 
 
-def mcpmux(root: Path, config: Path, *args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+def mcpmux(root: Path, config: Path, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     """Run one ``mcpmux`` command in the isolated environment of ``root``."""
     return subprocess.run(
         [MCPMUX, "--config", str(config), *args],

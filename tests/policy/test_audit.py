@@ -99,30 +99,60 @@ def test_a_process_that_exits_without_closing_writes_every_audit_row(tmp_path: P
     assert rows(path) == 3000
 
 
-def test_a_batch_of_rows_is_one_statement_per_table_in_order(tmp_path: Path) -> None:
-    # The writer thread commits what queued up in one go: one executemany per run of alike rows, not
-    # one statement per row (each costs SQLAlchemy's per-statement work on the writer thread).
-    from sqlalchemy import event
+def _audit_rows(count: int, **overrides: object) -> list[dict[str, object]]:
+    return [
+        {"at": float(i), "face": "library", "caller": None, "server": "fs", "tool": "t", "name": "fs:t",
+         "args_digest": str(i), "args": "{}", "decision": "allowed", "rule": "default", "duration_ms": 1.0,
+         "outcome": "ok", "error": None, "result_bytes": i, **overrides}
+        for i in range(count)
+    ]  # fmt: skip
 
+
+def test_a_batch_of_rows_is_one_statement_per_table_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer thread commits what queued up in one go: one executemany per run of alike rows
+    # (on SQLite straight on the pool's connection, the statement compiled once), not one per row.
     from mcpmux.policy.schema import audit as audit_table
 
     with StateStore(tmp_path / "state.db") as store:
-        statements: list[str] = []
+        compiled: list[tuple[str, ...]] = []
+        original = store._insert_sql
 
-        def seen(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
-            statements.append(statement.lstrip().split()[0].upper())
+        def counting(table: object, columns: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+            compiled.append(columns)
+            return original(table, columns)  # type: ignore[arg-type]
 
-        made = [
-            {"at": float(i), "face": "library", "caller": None, "server": "fs", "tool": "t", "name": "fs:t",
-             "args_digest": str(i), "args": "{}", "decision": "allowed", "rule": "default", "duration_ms": 1.0,
-             "outcome": "ok", "error": None, "result_bytes": i}
-            for i in range(30)
-        ]  # fmt: skip
-        event.listen(store.engine, "before_cursor_execute", seen)
-        try:
-            store._commit([(audit_table, row) for row in made])
-        finally:
-            event.remove(store.engine, "before_cursor_execute", seen)
+        monkeypatch.setattr(store, "_insert_sql", counting)
+        store._commit([(audit_table, row) for row in _audit_rows(30)])
         written = AuditLog(store).query(limit=100)
-    assert statements.count("INSERT") == 1, statements
+    assert len(compiled) == 1, compiled
     assert [row.result_bytes for row in reversed(written)] == list(range(30))  # in the order queued
+
+
+def test_rows_written_on_the_fast_path_read_back_field_for_field(tmp_path: Path) -> None:
+    # The SQLite path binds parameters itself: every column lands in its own place.
+    with StateStore(tmp_path / "state.db") as store:
+        log = AuditLog(store, ["s3cr3t-value"])
+        log.record(
+            face="gateway", caller="alice", server="fs", tool="write", name="fs:write", arguments={"a": [1, "x"]},
+            decision="asked", rule="r1", duration_ms=2.5, outcome="error", error="boom s3cr3t-value",
+            result_bytes=None,
+        )  # fmt: skip
+        (row,) = log.query()
+    assert (row.face, row.caller, row.server, row.tool, row.name) == ("gateway", "alice", "fs", "write", "fs:write")
+    assert (row.args, row.decision, row.rule, row.duration_ms) == ({"a": [1, "x"]}, "asked", "r1", 2.5)
+    assert (row.outcome, row.error, row.result_bytes) == ("error", "boom ****", None)
+    assert row.args_digest == argument_digest({"a": [1, "x"]})
+
+
+def test_a_bad_row_in_a_batch_does_not_take_the_others_with_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcpmux.policy.schema import audit as audit_table
+
+    good = _audit_rows(3)
+    bad = _audit_rows(1, face=None)[0]  # NOT NULL: refused by the database
+    with StateStore(tmp_path / "state.db") as store:
+        store._commit([(audit_table, good[0]), (audit_table, bad), (audit_table, good[1]), (audit_table, good[2])])
+        written = AuditLog(store).query(limit=100)
+    assert sorted(row.result_bytes or 0 for row in written) == [0, 1, 2]
+    assert "1 rows could not be written" in caplog.text

@@ -83,7 +83,16 @@ class StreamWatch:
         """Note an answer, or replace an oversized answer by error answers (queued after the first)."""
         if isinstance(item, SessionMessage):
             message = item.message
-            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            if isinstance(message, types.JSONRPCResponse):
+                if message.id is not None:
+                    self._pending.pop(coerce_request_id(message.id), None)
+                # SEP-2322 (2026-07-28): servers send resultType, but clients "MUST assume resultType
+                # complete when not specified", while the SDK's session checks results against the
+                # revision's schema, where it is required. Earlier revisions' schemas accept it
+                # (and the session drops it for them).
+                if "resultType" not in message.result:
+                    message.result["resultType"] = "complete"
+            elif isinstance(message, types.JSONRPCError) and message.id is not None:
                 self._pending.pop(coerce_request_id(message.id), None)
             return item
         if not isinstance(item, MessageTooLarge) or item.ends_stream or item.is_response is False:

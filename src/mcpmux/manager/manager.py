@@ -176,7 +176,12 @@ class Manager:
         remembered = self._start_disabled.pop(server.name, None)
         if remembered is not None:
             supervisor.disable(remembered)  # before its loop runs: it never connects
-        await self._tg.start(supervisor.run)
+        if supervisor.disabled:
+            await self._tg.start(supervisor.run)  # its loop says "disabled" before this returns
+        else:
+            # Not start(): the loop reads want() when it first runs, so nothing needs it running yet,
+            # and a round trip through the event loop per server is saved.
+            self._tg.start_soon(supervisor.run)
         if server.enabled and self._wants_start(server, self._load_cached(server)):
             supervisor.want()
         return supervisor
@@ -192,10 +197,10 @@ class Manager:
         """Wait until each of ``supervisors`` (just asked to start) has finished its first attempt."""
         limit = self._start_wait_s(supervisors)
         with anyio.move_on_after(limit) as scope:
-            async with anyio.create_task_group() as tg:
-                for supervisor in supervisors:
-                    # 0: the count before the first attempt; one that already ended is not waited for.
-                    tg.start_soon(supervisor.wait_attempt, 0)
+            for supervisor in supervisors:
+                # 0: the count before the first attempt; one that already ended is not waited for.
+                # One after the other in this task (not a task per server): all are waited for anyway.
+                await supervisor.wait_attempt(0)
         if scope.cancelled_caught:
             # Each attempt bounds itself; this is the backstop. The host starts anyway: those servers
             # keep connecting in the background and a call waits for them.
@@ -311,6 +316,20 @@ class Manager:
         """
         supervisor = self.supervisor(tool.server)
         arguments = arguments or {}
+        if not tool.synthetic:
+            # The hot path: _on_live_session inlined (no closure, no context manager, no frame per layer).
+            if not supervisor.take_slot():
+                await supervisor.queue_for_slot()
+            try:
+                connection = supervisor.live_connection() or await supervisor.connection_for_call()
+                try:
+                    return await connection.call_tool(tool.tool, arguments, timeout=timeout, on_progress=on_progress)
+                except SessionExpired:
+                    logger.info("server %r: session expired; sending again on a new session", supervisor.name)
+                connection = await supervisor.connection_for_call()
+                return await connection.call_tool(tool.tool, arguments, timeout=timeout, on_progress=on_progress)
+            finally:
+                supervisor.release_slot()
 
         async def send(connection: Connection) -> types.CallToolResult:
             if tool.synthetic and tool.tool == READ_RESOURCE:
@@ -481,10 +500,8 @@ class Manager:
 
     async def wait_started(self) -> None:
         """Wait until every server asked to start has connected or failed once (no bound: callers set one)."""
-        async with anyio.create_task_group() as tg:
-            for supervisor in self._supervisors.values():
-                if supervisor.wanted:
-                    tg.start_soon(supervisor.wait_attempt, 0)
+        for supervisor in [s for s in self._supervisors.values() if s.wanted]:
+            await supervisor.wait_attempt(0)  # in turn, in this task: every one is waited for anyway
 
     # -- management ----------------------------------------------------------------------------
 
@@ -635,13 +652,17 @@ async def _on_live_session(supervisor: Supervisor, send: Callable[[Connection], 
     A Streamable HTTP server that forgot our session (it restarted) refused the request unseen;
     the spec's answer is a new session: the supervisor opens one and the request goes once more.
     """
-    async with supervisor.call_slot():
-        connection = await supervisor.connection_for_call()
+    if not supervisor.take_slot():
+        await supervisor.queue_for_slot()
+    try:
+        connection = supervisor.live_connection() or await supervisor.connection_for_call()
         try:
             return await send(connection)
         except SessionExpired:
             logger.info("server %r: session expired; sending again on a new session", supervisor.name)
         return await send(await supervisor.connection_for_call())
+    finally:
+        supervisor.release_slot()
 
 
 def _open_catalog(catalog: Catalog | Path | bool) -> Catalog | None:

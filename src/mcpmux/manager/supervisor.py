@@ -111,6 +111,10 @@ class Supervisor:
         self._ended = False
         self._session_scope: anyio.CancelScope | None = None
         self._interrupt = anyio.Event()
+        self._watching: anyio.CancelScope | None = None
+        """The scope watching the live connection (:meth:`_watch`): an interrupt cancels it."""
+        self._watched: tuple[anyio.abc.TaskGroup, Connection] | None = None
+        self._relisting = False
         self._relist = anyio.Event()
         self._relist_kinds: set[str] = set()
         self._calls = anyio.CapacityLimiter(settings.max_concurrent_calls)
@@ -160,7 +164,7 @@ class Supervisor:
             return False
         self._disabled, self._want, self._disabled_reason = True, False, reason
         self._withdrawn = anyio.Event()
-        self._interrupt.set()
+        self._interrupt_session()
         self._wake.set()
         if self._session_scope is not None and self.connection is None:
             self._session_scope.cancel()  # mid-connect: a disabled server must not come up
@@ -193,16 +197,19 @@ class Supervisor:
             # A session is live or connecting: it ends, and the loop connects again at once. With
             # none, the interrupt would be seen by the next session, which would close at once.
             self._restart = True
-            self._interrupt.set()
+            self._interrupt_session()
         self.want()
 
     def stop(self) -> None:
         """End the run loop at once, even mid-connect; the connection is closed by the loop's own task."""
         self._stopping = True
-        self._interrupt.set()
+        self._interrupt_session()
         self._wake.set()
-        if self._session_scope is not None:
+        if self._session_scope is not None and self.connection is None:
             # A connect can take its whole connect timeout: a stop (Ctrl-C) must not wait for it.
+            # A live session is not cancelled: the interrupt ends its watch and the loop closes it
+            # (a cancelled tree is re-cancelled at every turn of the event loop until the child is
+            # stopped: most of the CPU of stopping 50 servers at once).
             self._session_scope.cancel()
 
     @property
@@ -216,7 +223,7 @@ class Supervisor:
             return
         self._parking, self._want = True, False
         self._parked = anyio.Event()
-        self._interrupt.set()
+        self._interrupt_session()
 
     def _idle(self) -> bool:
         return self._calls.borrowed_tokens == 0 and self._waiting == 0
@@ -225,6 +232,14 @@ class Supervisor:
         """A ``list_changed`` notification arrived: re-list ``kind`` soon (bursts are coalesced)."""
         self._relist_kinds.add(kind)
         self._relist.set()
+        self._start_relister()
+
+    def _start_relister(self) -> None:
+        """Start the live connection's re-lister if it is not running (it starts when first needed)."""
+        watched = self._watched
+        if watched is not None and not self._relisting:
+            self._relisting = True
+            watched[0].start_soon(self._relister, watched[1])
 
     async def relist(self) -> None:
         """Connect if needed and list everything the server offers again."""
@@ -301,6 +316,28 @@ class Supervisor:
     @asynccontextmanager
     async def call_slot(self) -> AsyncIterator[None]:
         """Hold one of the server's call slots; queue for one, or raise :class:`Busy` past the queue limit."""
+        if not self.take_slot():
+            await self.queue_for_slot()
+        try:
+            yield
+        finally:
+            self.release_slot()
+
+    def take_slot(self) -> bool:
+        """Take a free call slot at once; ``False`` when the call must :meth:`queue_for_slot`.
+
+        The hot path of :meth:`call_slot` without a trip through the event loop (``acquire()``
+        yields once even when a token is free): the call's own awaits are its checkpoints.
+        Give the slot back with :meth:`release_slot`.
+        """
+        try:
+            self._calls.acquire_nowait()
+        except anyio.WouldBlock:
+            return False
+        return True
+
+    async def queue_for_slot(self) -> None:
+        """Wait for a call slot in turn, or raise :class:`Busy` past the queue limit."""
         if self._calls.available_tokens < 1 and self._waiting >= self.settings.max_queued_calls:
             raise Busy(self.name, int(self._calls.borrowed_tokens), self._waiting)
         self._waiting += 1
@@ -308,11 +345,18 @@ class Supervisor:
             await self._calls.acquire()
         finally:
             self._waiting -= 1
-        try:
-            yield
-        finally:
-            self._calls.release()
-            self.park()
+
+    def release_slot(self) -> None:
+        """Give back the slot of :meth:`take_slot` or :meth:`queue_for_slot` (a transient server may stop)."""
+        self._calls.release()
+        self.park()
+
+    def live_connection(self) -> Connection | None:
+        """The connection if it is live and usable now (the hot path of :meth:`connection_for_call`)."""
+        connection = self.connection
+        if connection is not None and connection.is_connected and not (self._parking or self._disabled):
+            return connection
+        return None
 
     # -- the run loop -----------------------------------------------------------------------
 
@@ -460,27 +504,34 @@ class Supervisor:
         failure.__cause__ = exc
         return failure
 
+    def _interrupt_session(self) -> None:
+        """End the live session's watch (the loop then closes it): the event for later, the scope for now."""
+        self._interrupt.set()
+        if self._watching is not None:
+            self._watching.cancel()
+
     async def _watch(self, connection: Connection) -> MCPMuxError | None:
+        # No task per thing watched (50 servers connect with fewer tasks for the event loop to
+        # run): the end of the connection is waited for here, an interrupt cancels this scope
+        # directly, and the re-lister starts when a list changes or expires.
         lost: list[MCPMuxError] = []
         interrupt = self._interrupt
-        async with anyio.create_task_group() as tg:
-
-            async def until_closed() -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                self._watching, self._watched, self._relisting = tg.cancel_scope, (tg, connection), False
+                if interrupt.is_set():
+                    tg.cancel_scope.cancel()
+                if self._relist.is_set() or _expiring_lists(connection):
+                    self._start_relister()  # else at the first list_changed (most servers never send one)
+                if self.settings.health_interval_ms:
+                    tg.start_soon(self._health, connection, lost, tg.cancel_scope)
+                limit_mb = getattr(self.config, "max_rss_mb", None)
+                if limit_mb is not None and connection.info.pid is not None:
+                    tg.start_soon(self._memory_watch, connection.info.pid, limit_mb, tg.cancel_scope)
                 lost.append(await connection.wait_closed() or ConnectionClosed(self.name, "connection closed"))
                 tg.cancel_scope.cancel()
-
-            async def until_interrupted() -> None:
-                await interrupt.wait()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(until_closed)
-            tg.start_soon(until_interrupted)
-            tg.start_soon(self._relister, connection)
-            if self.settings.health_interval_ms:
-                tg.start_soon(self._health, connection, lost, tg.cancel_scope)
-            limit_mb = getattr(self.config, "max_rss_mb", None)
-            if limit_mb is not None and connection.info.pid is not None:
-                tg.start_soon(self._memory_watch, connection.info.pid, limit_mb, tg.cancel_scope)
+        finally:
+            self._watching, self._watched = None, None
         if interrupt.is_set():
             self._interrupt = anyio.Event()
         return lost[0] if lost else None

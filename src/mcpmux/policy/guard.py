@@ -394,7 +394,10 @@ class Guard:
         if self.toolset is not None:
             self._outside(tool, args, caller, self.toolset.has_tool(tool))
         check = validate if validate is not None else self._validates(tool)
-        decision = await self._decide(tool, args, caller, answered_by, check_arguments=check)
+        # _decide, without a frame of its own when no one is asked.
+        decision = self._judge(tool, args, caller, check_arguments=check)
+        if decision.action == "ask":
+            decision = await self._ask(tool, args, caller, decision, ApprovalScope.of(self.face, answered_by or caller))
         server = self._server_config(tool.server)
         cacheable = cache and ResultCache.cacheable(server, tool)
         if cacheable:
@@ -410,11 +413,20 @@ class Guard:
         scope = ApprovalScope.of(self.face, answered_by or caller)
         in_flight = _InFlight(tool, args, scope, decision.by_person)
         self._calling(in_flight)
+        # _run inlined (the hot path: one frame less for every resumption of the call).
+        started = time.monotonic()
         try:
-            call = self.manager.call_resolved(tool, args, timeout=timeout, on_progress=on_progress)
-            result = await self._run(tool, args, caller, decision, call, _tool_result_size, _is_error)
+            result = await self.manager.call_resolved(tool, args, timeout=timeout, on_progress=on_progress)
+        except anyio.get_cancelled_exc_class():
+            self._ran(tool, args, caller, decision, started, "cancelled")
+            raise
+        except MCPMuxError as exc:
+            self._ran(tool, args, caller, decision, started, "error", str(exc))
+            raise
         finally:
             self._called(in_flight)
+        outcome = "tool-error" if result.is_error else "ok"
+        self._ran(tool, args, caller, decision, started, outcome, result_bytes=_tool_result_size(result))
         if cacheable:
             self.cache.store(server, tool, args, caller, result)
         return result
@@ -500,6 +512,13 @@ class Guard:
         *,
         check_arguments: bool = False,
     ) -> Decision:
+        decision = self._judge(tool, args, caller, check_arguments=check_arguments)
+        if decision.action == "ask":
+            return await self._ask(tool, args, caller, decision, ApprovalScope.of(self.face, answered_by or caller))
+        return decision
+
+    def _judge(self, tool: ToolInfo, args: JSONObject, caller: str | None, *, check_arguments: bool) -> Decision:
+        """The rules, scope, pin and argument checks of a call (refusals audited and raised); "ask" left to ask."""
         decision = self._rules_call(tool, args, caller)
         if decision.action != "deny" and self.scope is not None and not self.scope.admits(tool):
             decision = Decision("deny", self.scope.rule)
@@ -520,8 +539,6 @@ class Guard:
             except InvalidArguments as exc:
                 self._refused(tool, args, caller, "invalid", "; ".join(str(p) for p in exc.problems))
                 raise
-        if decision.action == "ask":
-            return await self._ask(tool, args, caller, decision, ApprovalScope.of(self.face, answered_by or caller))
         return decision
 
     async def _ask(
@@ -565,26 +582,34 @@ class Guard:
         is_error: Callable[[_R], bool] = lambda _: False,
     ) -> _R:
         started = time.monotonic()
-        label = "asked" if decision.action == "ask" else "allowed"
-
-        def audit(outcome: str, error: str | None = None, result_bytes: int | None = None) -> None:
-            elapsed = (time.monotonic() - started) * 1000
-            self.audit.record(
-                face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
-                decision=label, rule=decision.rule, duration_ms=elapsed, outcome=outcome, error=error,
-                result_bytes=result_bytes,
-            )  # fmt: skip
-
         try:
             result = await call
         except anyio.get_cancelled_exc_class():
-            audit("cancelled")
+            self._ran(tool, args, caller, decision, started, "cancelled")
             raise
         except MCPMuxError as exc:
-            audit("error", str(exc))
+            self._ran(tool, args, caller, decision, started, "error", str(exc))
             raise
-        audit("tool-error" if is_error(result) else "ok", result_bytes=size(result))
+        self._ran(tool, args, caller, decision, started, "tool-error" if is_error(result) else "ok", None, size(result))
         return result
+
+    def _ran(
+        self,
+        tool: ToolInfo,
+        args: JSONObject,
+        caller: str | None,
+        decision: Decision,
+        started: float,
+        outcome: str,
+        error: str | None = None,
+        result_bytes: int | None = None,
+    ) -> None:
+        """The audit row of a request that went out (see :meth:`_run`)."""
+        self.audit.record(
+            face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
+            decision="asked" if decision.action == "ask" else "allowed", rule=decision.rule,
+            duration_ms=(time.monotonic() - started) * 1000, outcome=outcome, error=error, result_bytes=result_bytes,
+        )  # fmt: skip
 
     def _refused(self, tool: ToolInfo, args: JSONObject, caller: str | None, decision: str, rule: str) -> None:
         self.audit.record(
@@ -824,10 +849,6 @@ class Guard:
             tools = [self._verb_tool(server, "*")]
         scope = self.scope
         return all(self.rules.listing(t).action == "deny" or (scope and not scope.admits(t)) for t in tools)
-
-
-def _is_error(result: types.CallToolResult) -> bool:
-    return bool(result.is_error)
 
 
 def _no_size(_: object) -> None:

@@ -14,6 +14,7 @@ store writes them in batches, and every read, write, flush and close waits for t
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -22,12 +23,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, Engine, Table
+from sqlalchemy import Connection, Engine, PoolProxiedConnection, Table
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from mcpmux.config.models import Config
 from mcpmux.config.paths import configured_url, data_dir
-from mcpmux.database import MEMORY, Migrations, open_engine, reading, shown, sqlite_file, writing
+from mcpmux.database import MEMORY, Migrations, memory_lock, open_engine, reading, shown, sqlite_file, writing
 from mcpmux.storage import APPEND_ATTEMPTS, Appender
 
 __all__ = ["LEGACY_IDENTITY", "MIGRATIONS", "STATE_FILE", "UNSCOPED_FACE", "StateStore"]
@@ -62,6 +63,8 @@ class StateStore:
         self._engine: Engine | None = None
         self._opening = threading.Lock()
         self._appender: Appender[_Row] = Appender(shown(self.url), self._commit)
+        self._inserts: dict[tuple[str, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {}
+        self._append_connection: PoolProxiedConnection | None = None
 
     @classmethod
     def configured(cls, config: Config | None = None, url: str | None = None) -> StateStore:
@@ -104,6 +107,7 @@ class StateStore:
         """Write the queued appends, then let go of the database (a later use opens it again)."""
         self.flush()
         with self._opening:
+            self._release_append_connection()
             if self._engine is not None:
                 self._engine.dispose()
                 self._engine = None
@@ -131,24 +135,75 @@ class StateStore:
         self._appender.flush()
 
     def _commit(self, batch: list[_Row]) -> None:
+        sqlite = self.engine.dialect.name == "sqlite"
         for attempt in range(1, APPEND_ATTEMPTS + 1):
             try:
-                with writing(self.engine) as connection:
-                    for table, rows in _runs(batch):
-                        connection.execute(table.insert(), rows)  # one statement per run of alike rows
+                if sqlite:
+                    self._commit_sqlite(batch)
+                else:
+                    with writing(self.engine) as connection:
+                        for table, rows in _runs(batch):
+                            connection.execute(table.insert(), rows)  # one statement per run of alike rows
                 return
-            except SQLAlchemyError as exc:
-                if isinstance(exc, IntegrityError) and len(batch) > 1:
+            except (SQLAlchemyError, sqlite3.Error) as exc:
+                if isinstance(exc, IntegrityError | sqlite3.IntegrityError) and len(batch) > 1:
                     # One bad row must not take the others with it: write them one by one.
                     for one in batch:
                         self._commit([one])
                     return
-                busy = isinstance(exc, OperationalError) and _busy(exc)
+                busy = isinstance(exc, OperationalError | sqlite3.OperationalError) and _busy(exc)
                 if attempt == APPEND_ATTEMPTS or not busy:
                     logger.error("%d rows could not be written to %s and are lost: %s", len(batch), self.path, exc)
                     return
                 logger.warning("writing %d rows to %s failed (%s); trying again", len(batch), self.path, exc)
                 time.sleep(0.1 * attempt)
+
+    def _commit_sqlite(self, batch: list[_Row]) -> None:
+        """Write ``batch`` on the pool's SQLite connection itself, one ``executemany`` per run of alike rows.
+
+        The audit writer's hot path: a one-row commit costs ~26 us this way against ~160 us through a
+        SQLAlchemy ``insert()`` (statement compilation, parameter processing, transaction events).
+        The statement is SQLAlchemy's own ``INSERT`` for those columns, compiled once; the columns
+        appended (floats, integers, text) need no conversion on the way in.
+        """
+        with memory_lock(self.engine):
+            raw = self._append_connection
+            if raw is None:  # kept between batches (one writer at a time): no pool checkout per batch
+                raw = self._append_connection = self.engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                try:
+                    cursor.execute("BEGIN IMMEDIATE")  # the engine's connections are in autocommit mode
+                    try:
+                        for table, rows in _runs(batch):
+                            sql, names = self._insert_sql(table, tuple(rows[0]))
+                            cursor.executemany(sql, [tuple(row[n] for n in names) for row in rows])
+                    except BaseException:
+                        cursor.execute("ROLLBACK")
+                        raise
+                    cursor.execute("COMMIT")
+                finally:
+                    cursor.close()
+            except BaseException:
+                self._release_append_connection()  # the next batch starts on a fresh one
+                raise
+
+    def _release_append_connection(self) -> None:
+        raw, self._append_connection = self._append_connection, None
+        if raw is not None:
+            raw.close()  # back to the pool
+
+    def _insert_sql(self, table: Table, columns: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        """The positional ``INSERT`` of ``columns`` into ``table`` and its parameters' order (compiled once)."""
+        key = (table.name, columns)
+        found = self._inserts.get(key)
+        if found is None:
+            compiled = table.insert().compile(dialect=self.engine.dialect, column_keys=list(columns))
+            order = tuple(compiled.positiontup or ())
+            if not compiled.positional or sorted(order) != sorted(columns):
+                raise RuntimeError(f"unexpected INSERT for {table.name}: {compiled}")  # a new SQLAlchemy
+            found = self._inserts[key] = (str(compiled), order)
+        return found
 
 
 def _runs(batch: list[_Row]) -> list[tuple[Table, list[dict[str, Any]]]]:
@@ -173,6 +228,6 @@ def _url(where: Path | str | None) -> str:
     return where if "://" in where else f"sqlite:///{where}"
 
 
-def _busy(exc: OperationalError) -> bool:
-    text = str(exc.orig)
+def _busy(exc: OperationalError | sqlite3.OperationalError) -> bool:
+    text = str(exc.orig if isinstance(exc, OperationalError) else exc)
     return "locked" in text or "busy" in text or "could not serialize" in text

@@ -42,45 +42,47 @@ async def wait_exit(process: Process) -> int:
             os.close(pidfd)
 
 
-async def stop_process(process: Process, exited: anyio.Event, *, reaper: bool = False) -> None:
+async def stop_process(process: Process, *, reaper: bool = False) -> None:
     """Stop the child and everything it spawned, bounded in time; call with stdin already closed.
 
     The child gets :data:`CLOSE_GRACE_S` to exit on its own, then its process group is sent
     SIGTERM and, after :data:`KILL_GRACE_S`, SIGKILL. The group is signalled even when the child
     exited by itself, so no grandchild outlives the connection. With ``reaper`` (the child is
     :mod:`mcpmux.servers._reaper`), the reaper is told to kill every descendant before the
-    group's SIGKILL, which would kill the reaper and orphan what left the group.
+    group's SIGKILL, which would kill the reaper and orphan what left the group. The child's exit
+    is waited for here (:func:`wait_exit`), whoever else watches it.
     """
     with anyio.move_on_after(CLOSE_GRACE_S):
-        await exited.wait()
+        await wait_exit(process)
     if sys.platform == "win32":  # pragma: no cover - no process groups to signal
         if process.returncode is None:
             process.kill()
     else:
-        await _terminate_group(process.pid, exited, reaper)
+        await _terminate_group(process, reaper)
     with anyio.move_on_after(REAP_GRACE_S):
-        await exited.wait()
-    if not exited.is_set():
+        await wait_exit(process)
+    if process.returncode is None:
         logger.warning("process %d survived SIGKILL; abandoning it", process.pid)
 
 
-async def _terminate_group(pgid: int, exited: anyio.Event, reaper: bool) -> None:
+async def _terminate_group(process: Process, reaper: bool) -> None:
     # The leader's pid is the group id (start_new_session); getpgid() would fail once it is reaped.
+    pgid = process.pid
     if not _signal_group(pgid, signal.SIGTERM):
         return
     with anyio.move_on_after(KILL_GRACE_S):
-        await _group_gone(pgid, exited)
-    if reaper and not exited.is_set():
+        await _group_gone(pgid, process)
+    if reaper and process.returncode is None:
         with suppress(ProcessLookupError):
             os.kill(pgid, REAPER_KILL_SIGNAL)
         with anyio.move_on_after(KILL_GRACE_S):
-            await exited.wait()
+            await wait_exit(process)
     _signal_group(pgid, signal.SIGKILL)
 
 
-async def _group_gone(pgid: int, exited: anyio.Event) -> None:
+async def _group_gone(pgid: int, process: Process) -> None:
     # Nothing notifies us when the last member of a group dies: poll.
-    while _signal_group(pgid, 0) and not (exited.is_set() and _only_zombies(pgid)):  # noqa: ASYNC110
+    while _signal_group(pgid, 0) and not (process.returncode is not None and _only_zombies(pgid)):  # noqa: ASYNC110
         await anyio.sleep(POLL_INTERVAL_S)
 
 

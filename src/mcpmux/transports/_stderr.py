@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import BinaryIO
 
 import anyio
@@ -19,6 +20,8 @@ READ_CHUNK_BYTES = 64 * 1024
 # A secret is masked line by line; a line longer than this is masked and written in pieces, so a
 # secret that straddles such a cut could show (a child that writes 64 KiB without a newline).
 MAX_PENDING_LINE_BYTES = 64 * 1024
+_made_dirs: set[str] = set()
+"""Log directories made by this process (made again only when one is found missing)."""
 
 
 class StderrSink:
@@ -72,11 +75,23 @@ class StderrSink:
             self._logger.warning("cannot write the stderr log %s: %s; keeping only the in-memory tail", self.path, exc)
 
     def _open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists() and self.path.stat().st_size >= LOG_FILE_MAX_BYTES:
+        # Few system calls per start (50 servers start at once): the directory is made the first
+        # time only, and the size read from the open file.
+        directory = str(self.path.parent)
+        if directory not in _made_dirs:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _made_dirs.add(directory)
+        try:
+            file: BinaryIO = open(self.path, "ab")  # noqa: SIM115 - kept open until close()
+        except FileNotFoundError:  # the directory was removed since: make it again
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            file = open(self.path, "ab")  # noqa: SIM115
+        size = os.fstat(file.fileno()).st_size
+        if size >= LOG_FILE_MAX_BYTES:
+            file.close()
             self.path.replace(self.path.with_name(self.path.name + ".1"))
-        self._file = self.path.open("ab")
-        self._written = self.path.stat().st_size
+            file, size = open(self.path, "ab"), 0  # noqa: SIM115
+        self._file, self._written = file, size
 
     def _receive(self, chunk: bytes) -> None:
         self._pending += chunk

@@ -63,6 +63,7 @@ INHERITED_ENV_VARS: tuple[str, ...] = (
 """Variables a child inherits from mcpmux's environment; others need ``settings.env_passthrough`` or ``env``."""
 INHERITED_ENV_PREFIXES: tuple[str, ...] = ("LC_",)
 """Prefixes of inherited variables (the locale categories)."""
+_INHERITED = frozenset(INHERITED_ENV_VARS)
 
 EXIT_REPORT_GRACE_S = 0.5
 WRITER_FLUSH_S = 0.5
@@ -79,12 +80,13 @@ def child_environment(
     allow-list. Values holding shell functions (``() {...``) are never inherited.
     """
     source = os.environ if parent is None else parent
-    env = {
-        key: value
-        for key, value in source.items()
-        if (key in INHERITED_ENV_VARS or key.startswith(INHERITED_ENV_PREFIXES) or _passes(key, passthrough))
-        and not value.startswith("()")
-    }
+    # The names first, the values of the inherited ones only (os.environ decodes on every access).
+    inherited = [
+        key
+        for key in source
+        if key in _INHERITED or key.startswith(INHERITED_ENV_PREFIXES) or (passthrough and _passes(key, passthrough))
+    ]
+    env = {key: value for key in inherited if not (value := source[key]).startswith("()")}
     env.setdefault("PATH", os.defpath)
     env.update({key: secret.get_secret_value() for key, secret in server.env.items()})
     return env
@@ -155,7 +157,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
             finally:
                 with anyio.CancelScope(shield=True):
                     write.close()
-                    await _shutdown(process, exited, reaper=REAPER_AVAILABLE)
+                    await _shutdown(process, reaper=REAPER_AVAILABLE)
                     read_receive.close()
                 tg.cancel_scope.cancel()
 
@@ -224,27 +226,21 @@ def _exited(server: str, code: int, stderr_tail: str, note: str | None) -> Serve
     return error
 
 
-async def _shutdown(process: Process, exited: anyio.Event, *, reaper: bool) -> None:
-    """Close stdin, stop the process group, then release our pipe ends; bounded in time."""
+async def _shutdown(process: Process, *, reaper: bool) -> None:
+    """Close stdin, stop the process group, then release our pipe ends; bounded in time.
+
+    The exit is watched here (:func:`stop_process` waits on the process itself), not through the
+    exit reporter: that one is cancelled with the session when the caller is (stop, Ctrl-C).
+    """
     assert process.stdin is not None, "spawned with pipes"
     assert process.stdout is not None, "spawned with pipes"
     assert process.stderr is not None, "spawned with pipes"
-    async with anyio.create_task_group() as tg:
-        # The exit reporter is cancelled with the session when the caller is (stop, Ctrl-C): watch
-        # the exit here too, or a child that died at once would be waited for and called a survivor.
-        tg.start_soon(_note_exit, process, exited)
-        # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
-        with anyio.move_on_after(WRITER_FLUSH_S):
-            await _close_quietly(process.stdin)
-        await stop_process(process, exited, reaper=reaper)
-        tg.cancel_scope.cancel()
+    # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
+    with anyio.move_on_after(WRITER_FLUSH_S):
+        await _close_quietly(process.stdin)
+    await stop_process(process, reaper=reaper)
     for pipe in (process.stdin, process.stdout, process.stderr):
         await _close_quietly(pipe)
-
-
-async def _note_exit(process: Process, exited: anyio.Event) -> None:
-    await wait_exit(process)
-    exited.set()
 
 
 async def _close_quietly(pipe: AsyncResource) -> None:
