@@ -251,3 +251,34 @@ def test_two_all_sessions_share_a_machine_server_and_never_a_per_client_one(
     assert code == 0, err
     callers = {r.get("caller") or "" for r in json.loads(out) if r["face"] == "daemon"}
     assert any("(pid " in c and not c.startswith("mcpmux") for c in callers), callers
+
+
+async def _denied_through_connect(env: dict[str, str], project: Path) -> tuple[list[str], str]:
+    """The tools ``connect everything`` lists, and what calling ``get-env`` anyway answers."""
+    async with _session(env, project, "everything") as session:
+        names = [tool.name for tool in await _tools_once_listed(session, 1)]
+        with anyio.fail_after(WAIT_S):
+            try:
+                result = await session.call_tool("get-env", {})
+            except MCPError as exc:
+                return names, str(exc)
+    return names, "".join(getattr(block, "text", "") for block in result.content)
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_a_rule_written_with_a_servers_own_prefix_holds_through_connect_server(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """``connect everything`` serves the server under bare names; a deny rule written with its own prefix
+    (``ev:get-env``) was not applied there (the server's environment came back), with or without the daemon."""
+    everything, args = stdio_command("everything")
+    server = {"name": "everything", "prefix": "ev", "command": everything, "args": args}
+    security = {"denied_tools": ["ev:get-env"], "pinning": "off"}
+    mcp = {"servers": [server], "security": security, "settings": {"connect_timeout_ms": 120_000}}
+    (tmp_path / "mcpmux.yaml").write_text(json.dumps({"mcp": mcp}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    if mode == "on":
+        daemon.start("--linger", "600")
+    names, answer = anyio.run(_denied_through_connect, {**daemon.env, "MCPMUX_DAEMON": mode}, tmp_path)
+    assert "echo" in names and "get-env" not in names  # denied: not listed, and not callable
+    assert "no tool named 'get-env'" in answer, answer

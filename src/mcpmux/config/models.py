@@ -157,6 +157,32 @@ class SecurityConfig(_Frozen):
 
     _one_item = field_validator("allowed_tools", "denied_tools", mode="before")(_one_item_list)
 
+    def for_bare_names(self, name: str, namespace: str) -> SecurityConfig:
+        """These rules for server ``name`` served alone under bare names (``mcpmux connect NAME``).
+
+        A bare tool is matched as ``NAME:TOOL``; a rule written with the server's own prefix
+        (``NAMESPACE:...``, when that differs from its name) gets the same rule under ``NAME:...``
+        beside it, so it holds there too.
+        """
+        if not namespace or namespace == name:
+            return self
+
+        def aliased(patterns: tuple[str, ...]) -> tuple[str, ...]:
+            mark = f"{namespace}:"
+            return patterns + tuple(f"{name}:{p[len(mark) :]}" for p in patterns if p.startswith(mark))
+
+        rules = tuple(
+            r for rule in self.approval_rules
+            for r in (rule, *([rule.model_copy(update={"tools": aliased((rule.tools,))[1]})]
+                              if rule.tools.startswith(f"{namespace}:") else []))
+        )  # fmt: skip
+        update: dict[str, object] = {"denied_tools": aliased(self.denied_tools), "approval_rules": rules}
+        if self.allowed_tools is not None:
+            update["allowed_tools"] = aliased(self.allowed_tools)
+        if isinstance(self.require_approval, tuple):
+            update["require_approval"] = aliased(self.require_approval)
+        return self.model_copy(update=update)
+
 
 class Settings(_Frozen):
     """Defaults that every server inherits unless its entry overrides them (``mcp.settings``)."""

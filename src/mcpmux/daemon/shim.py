@@ -69,7 +69,8 @@ def connect(config: Config, server: ServerConfig | None, override: str | None = 
 
 def _alone(config: Config, server: ServerConfig) -> Config:
     """``config`` with ``server`` alone, under its bare names (what ``connect SERVER`` serves)."""
-    return config.model_copy(update={"servers": (server.model_copy(update={"prefix": ""}),)})
+    security = config.security.for_bare_names(server.name, server.namespace)
+    return config.model_copy(update={"servers": (server.model_copy(update={"prefix": ""}),), "security": security})
 
 
 def _attach(config: Config, server: ServerConfig | None, mode: DaemonMode) -> socket.socket | None:
