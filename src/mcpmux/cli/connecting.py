@@ -111,6 +111,12 @@ def raise_if_unusable(guard: Guard, addressed: Iterable[str]) -> None:
 def warn_unusable(guard: Guard, secrets: frozenset[str]) -> None:
     """One warning line on stderr per server that is failed, retrying or waiting for credentials."""
     for status in guard.status():
-        if status.state.value not in _USABLE and status.state.value != "starting":
-            reason = mask_secrets(status.reason, secrets)
-            sys.stderr.write(f"warning: server {status.name!r} is {status.state.value}: {reason}\n")
+        state, reason = status.state.value, status.reason
+        if state == "starting" and status.last_error is not None:
+            # Already trying again after a failed first attempt: say what that attempt left it in.
+            earlier = next((t for t in reversed(status.history) if t.state.value != "starting"), None)
+            if earlier is not None:
+                state, reason = earlier.state.value, earlier.reason
+        if state not in _USABLE and state != "starting":
+            reason = mask_secrets(reason, secrets)
+            sys.stderr.write(f"warning: server {status.name!r} is {state}: {reason}\n")

@@ -157,7 +157,7 @@ class Pool:
         config = Config(
             servers=(attach.server.model_copy(update={"prefix": ""}),),
             settings=attach.settings,
-            security=attach.security.for_bare_names(attach.server.name, attach.server.namespace),
+            security=attach.security,
             secret_values=attach.server.secret_values,
         )
         host = Host(

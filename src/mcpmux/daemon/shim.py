@@ -108,7 +108,11 @@ def _params(config: Config, server: ServerConfig | None) -> JSONObject:
 
     # As the daemon's manager hands it on: the same entry, so the same warm instance as `mcpmux call`.
     entry = with_effective_sandbox(server, config.security)
-    return Attach(origin_of(config), entry, config.settings, config.security, "connect", ANSWERS).params()
+    # The instance's guard is the only one between the host and the server: rules written with the
+    # server's own prefix must hold under its bare names too (when they add nothing, the rules and so
+    # the instance stay those of `mcpmux call`).
+    security = config.security.for_bare_names(server.name, server.namespace)
+    return Attach(origin_of(config), entry, config.settings, security, "connect", ANSWERS).params()
 
 
 def attach_socket(
