@@ -27,7 +27,7 @@ from tests.daemon.conftest import REPO, Daemon, cli, daemon_fixture  # noqa: F40
 pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(300)]
 
 NOBODY = 65534
-WAIT_S = 30.0
+WAIT_S = 120.0  # bounds for a loaded 2-core machine, not timings
 
 
 def _counter_entry() -> StdioServerConfig:
@@ -387,7 +387,8 @@ def test_garbage_in_an_all_session_harms_that_session_only(daemon: Daemon, garba
                 pass
         except (BrokenPipeError, ConnectionResetError):
             pass  # closed while we were still sending
-    assert daemon.status() is not None
+    probe = cli("--json", "daemon", "status")
+    assert probe[0] == 0, probe  # the daemon answers (it closed the connection while an instance started)
     with _attached_all(daemon, params) as next_client:
         next_client.sendall(json.dumps(INITIALIZE).encode() + b"\n")
         answer = b""

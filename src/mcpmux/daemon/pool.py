@@ -82,13 +82,15 @@ class Instance:
         return self._stop.is_set()
 
     def describe(self) -> JSONObject:
-        status = self.host.status()[0]
+        # An instance whose host has not started yet has no status (it did: IndexError, and the daemon
+        # closed a `daemon status` connection without an answer while an instance was starting).
+        status = next(iter(self.host.status()), None)
         return {
             "server": self.attach.server.name,
             "origin": self.attach.origin,
             "share": "machine" if self.shared else "per-client",
-            "state": status.state.value,
-            "pid": status.pid,
+            "state": "starting" if status is None else status.state.value,
+            "pid": None if status is None else status.pid,
             "clients": self.clients,
             "idle_s": None if self.clients else round(time.monotonic() - self.idle_since, 1),
             "fingerprint": self.attach.fingerprint[:12],

@@ -298,7 +298,7 @@ def _websocket_admission(mock: MockSpec) -> Any:
         return None
     expected = f"Bearer {mock.bearer}"
 
-    def admit(headers: Any) -> Handshake:
+    async def admit(headers: Any) -> Handshake:
         if headers.get("authorization") == expected:
             return Handshake()
         return Handshake(refuse_status=401, reason="a bearer token is required")
