@@ -22,11 +22,15 @@ class WatchedDispatcher(JSONRPCDispatcher[TransportContext]):
     """A dispatcher that records transport faults in order and signals when its receive loop ends.
 
     The fault hook runs inline in the read loop, so a child's ``ServerExited`` is recorded before
-    the end of stream wakes the waiting requests: a failed call can always cite it.
+    the end of stream wakes the waiting requests: a failed call can always cite it. ``on_end``
+    runs when the loop ends (it wakes the lean path's waiters the same way).
     """
 
-    def __init__(self, streams: StreamWatch, on_fault: Callable[[Exception], None]) -> None:
+    def __init__(
+        self, streams: StreamWatch, on_fault: Callable[[Exception], None], *, on_end: Callable[[], None] | None = None
+    ) -> None:
         self._on_fault = on_fault
+        self._on_end = on_end
         self.ended = anyio.Event()
         super().__init__(streams.read, streams.write, on_stream_exception=self._record_fault)
 
@@ -38,4 +42,7 @@ class WatchedDispatcher(JSONRPCDispatcher[TransportContext]):
         try:
             await super().run(*args, **kwargs)
         finally:
+            # After the fan-out of "connection closed" to the SDK's waiters; the lean path's follow.
+            if self._on_end is not None:
+                self._on_end()
             self.ended.set()

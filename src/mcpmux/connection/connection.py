@@ -30,6 +30,7 @@ from mcpmux.connection._dispatch import WatchedDispatcher
 from mcpmux.connection._era import is_modern, negotiate
 from mcpmux.connection._errormap import FOREIGN_ERRORS
 from mcpmux.connection._evidence import Evidence
+from mcpmux.connection._lean import LeanPath, lean_enabled
 from mcpmux.connection._listen import FIRST_LISTEN_TIMEOUT_S, Listener
 from mcpmux.connection._routing import build_hooks
 from mcpmux.connection._streams import StreamWatch
@@ -70,6 +71,9 @@ class Connection:
         callbacks: answers to server requests and observers of notifications.
         transport: opens the transport; ``open_transport(server, settings)`` by default.
         client_info: the name and version this client gives the server.
+        lean: send ``tools/call`` and ``resources/read`` on the transport's direct path where it
+            has one (stdio, 2024-2025 eras; see :mod:`mcpmux.connection._lean`); ``None``: unless
+            ``MCPMUX_LEAN_PATH=0``.
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class Connection:
         callbacks: ClientCallbacks | None = None,
         transport: TransportFactory | None = None,
         client_info: types.Implementation | None = None,
+        lean: bool | None = None,
     ) -> None:
         self.name = server.name
         self.timeout_s = server.effective_timeout_s(settings)
@@ -103,6 +108,8 @@ class Connection:
         self._info: ConnectionInfo | None = None
         self._listener: Listener | None = None
         """The stateless era's ``subscriptions/listen`` stream (list changes, resource updates)."""
+        self._lean_wanted = lean_enabled() if lean is None else lean
+        self._lean: LeanPath | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -166,7 +173,10 @@ class Connection:
             async with self._transport() as streams:
                 watch = StreamWatch(self.name, streams)
                 self._evidence.streams, self._evidence.watch, opened = streams, watch, time.perf_counter()
-                self._dispatcher = WatchedDispatcher(watch, self._evidence.record)
+                direct = streams.direct if self._lean_wanted else None
+                self._dispatcher = WatchedDispatcher(
+                    watch, self._evidence.record, on_end=direct.close if direct is not None else None
+                )
                 async with self._new_session(self._dispatcher) as session:
                     # Failures leave the contexts normally; raised inside, task groups would wrap them.
                     failure = await self._handshake(session, deadline, limit)
@@ -174,6 +184,9 @@ class Connection:
                     opening.deadline = math.inf
                     if failure is None:
                         self._session = session
+                        version = session.protocol_version
+                        if direct is not None and version is not None and not is_modern(version):
+                            self._lean = LeanPath(self.name, direct, self._evidence, version)
                         await self._live(session, lambda: task_status.started(
                             self._describe(session, streams, opened - started, opened)
                         ))  # fmt: skip
@@ -464,6 +477,17 @@ class Connection:
             ServerExited, ConnectionClosed: the transport ended during the call.
         """
         limit = self.timeout_s if timeout is None else timeout
+        lean = self._lean
+        if lean is not None and name in self._listed and on_progress is None and type(arguments) in _ARGUMENTS:
+            # The lean path (stdio, 2024-2025 eras): only for listed tools, whose output schema the
+            # session knows (for others the SDK lists first); progress keeps the SDK's routing.
+            result = await lean.call_tool(name, arguments, limit)
+            if not result.is_error:
+                try:
+                    await self._live_session().validate_tool_result(name, result)
+                except FOREIGN_ERRORS as exc:
+                    raise self._evidence.mapped("tools/call", exc, limit, self._evidence.statuses) from exc
+            return result
         if name in self._listed and not is_modern(self.protocol_version):
             # The hot path, inlined: the deadline rides on the SDK request (no cancel scope, no extra
             # frame). Only for listed tools: for others the SDK lists first, which the deadline must cover.
@@ -480,6 +504,9 @@ class Connection:
 
     async def read_resource(self, uri: str, *, timeout: float | None = None) -> types.ReadResourceResult:
         """Read one resource (a concrete URI, e.g. from a template)."""
+        lean = self._lean
+        if lean is not None:
+            return await lean.read_resource(uri, self.timeout_s if timeout is None else timeout)
 
         async def send(session: ClientSession) -> types.ReadResourceResult:
             async def attempt(
@@ -575,6 +602,10 @@ class Connection:
             return
         request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
         await self.call("resources/unsubscribe", timeout, lambda s: s.send_request(request, types.EmptyResult))
+
+
+_ARGUMENTS: Final = (dict, type(None))
+"""Argument types the lean path sends as they are (others go through the SDK's validation)."""
 
 
 def _single_leaf(exc: BaseException) -> BaseException:

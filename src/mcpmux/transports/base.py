@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Protocol, Self, TypeVar
 
 from mcp.shared.message import SessionMessage
+
+if TYPE_CHECKING:
+    from mcpmux.transports.direct import DirectReplies
 
 __all__ = ["ReadStream", "TransportStreams", "WriteStream"]
 
@@ -62,6 +65,9 @@ class TransportStreams:
         pid: the child's process id, for stdio.
         stderr_tail: returns the last stderr output of a child (empty for network transports).
         exit_code: returns the child's exit code once it has exited, else ``None``.
+        direct: where a connection may send its hot requests past the streams and have the
+            reader hand their answers back (:mod:`mcpmux.transports.direct`); ``None`` when the
+            transport offers no such path.
     """
 
     read: ReadStream[SessionMessage | Exception]
@@ -70,3 +76,4 @@ class TransportStreams:
     pid: int | None = None
     stderr_tail: Callable[[], str] = field(default=_no_stderr)
     exit_code: Callable[[], int | None] = field(default=lambda: None)
+    direct: DirectReplies | None = None

@@ -14,7 +14,7 @@ import json
 import logging
 import re
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Final, Self
 
 import anyio
 import mcp_types
@@ -24,6 +24,9 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from mcpmux.errors import MessageTooLarge
+
+if TYPE_CHECKING:
+    from mcpmux.transports.direct import DirectReplies
 
 __all__ = [
     "READ_CHUNK_BYTES",
@@ -44,6 +47,8 @@ GARBAGE_WARNINGS = 10
 GARBAGE_SNIPPET_CHARS = 120
 ENVELOPE_BYTES = 512
 """Bytes kept from each end of an oversized message, to read its id and kind."""
+HANDOVER_BYTES: Final = 1 << 20
+"""A line at least this long that fills the whole buffer is handed over as the buffer, not copied."""
 
 Item = SessionMessage | Exception
 
@@ -56,11 +61,14 @@ class LineFramer:
         max_message_bytes: the largest line accepted, without its newline.
         garbage_lines: how many lines were not JSON-RPC messages so far.
         oversized: how many lines were dropped for exceeding the cap so far.
+        direct: the table of a connection's direct requests (see :mod:`mcpmux.transports.direct`):
+            a line answering one is handed to it instead of being put on the stream.
     """
 
-    def __init__(self, server: str, max_message_bytes: int) -> None:
+    def __init__(self, server: str, max_message_bytes: int, direct: DirectReplies | None = None) -> None:
         self.server = server
         self.max_message_bytes = max_message_bytes
+        self.direct = direct
         self.garbage_lines = 0
         self.oversized = 0
         self._buffer = bytearray()
@@ -78,13 +86,18 @@ class LineFramer:
                 self._tail = (self._tail + data[-ENVELOPE_BYTES:])[-ENVELOPE_BYTES:]
                 return items
             self._tail = (self._tail + data[max(0, end - ENVELOPE_BYTES) : end])[-ENVELOPE_BYTES:]
-            items.append(self._too_large(self._skipped + end))
+            self._push(self._too_large(self._skipped + end), items)
             data = data[end + 1 :]
         scanned = len(self._buffer)
         self._buffer += data
         start = 0
         end = self._buffer.find(b"\n", scanned)
         while end >= 0:
+            if start == 0 and end + 1 == len(self._buffer) and end >= HANDOVER_BYTES:
+                # One big line fills the buffer (a large result): handed over, not copied, which
+                # keeps a big answer's peak memory near its size plus what it is parsed into.
+                self._take_buffer(end, items)
+                return items
             self._take(start, end, items)
             start = end + 1
             end = self._buffer.find(b"\n", start)
@@ -100,7 +113,7 @@ class LineFramer:
         """Report what the end of the stream leaves: an unterminated message or oversized line."""
         items: list[Item] = []
         if self._skipped is not None:
-            items.append(self._too_large(self._skipped))
+            self._push(self._too_large(self._skipped), items)
         elif self._buffer.strip():
             self._take(0, len(self._buffer), items)
         self._buffer = bytearray()
@@ -112,15 +125,39 @@ class LineFramer:
         if end - start > self.max_message_bytes:
             self._head = bytes(self._buffer[start : start + ENVELOPE_BYTES])
             self._tail = bytes(self._buffer[end - ENVELOPE_BYTES : end])
-            items.append(self._too_large(end - start))
+            self._push(self._too_large(end - start), items)
             return
-        line = bytes(self._buffer[start:end])
-        if not line.strip():
+        with memoryview(self._buffer) as view, view[start:end] as part:
+            self._line(part.tobytes(), items)
+
+    def _take_buffer(self, end: int, items: list[Item]) -> None:
+        """Take the whole buffer as the line ending at ``end`` (its newline), and start a new buffer."""
+        line, self._buffer = self._buffer, bytearray()
+        if line[end - 1] == 0x0D:
+            end -= 1
+        if end > self.max_message_bytes:
+            self._head, self._tail = bytes(line[:ENVELOPE_BYTES]), bytes(line[end - ENVELOPE_BYTES : end])
+            self._push(self._too_large(end), items)
+            return
+        del line[end:]
+        self._line(line, items)
+
+    def _line(self, line: bytes | bytearray, items: list[Item]) -> None:
+        if not line or line.isspace():
+            return
+        direct = self.direct
+        if direct is not None and direct.waiting and direct.claim(line):
             return
         try:
             items.append(parse_message(line))
         except ValidationError as exc:
             self._garbage(line, exc)
+
+    def _push(self, item: MessageTooLarge, items: list[Item]) -> None:
+        """Queue an oversized line's report; a direct request it answered fails at once."""
+        if self.direct is not None and self.direct.waiting:
+            self.direct.too_large(item)
+        items.append(item)
 
     def _too_large(self, size: int) -> MessageTooLarge:
         request_id, is_response = read_envelope(self._head, self._tail)
@@ -137,7 +174,7 @@ class LineFramer:
             self.server, size, self.max_message_bytes, request_id=request_id, is_response=is_response
         )
 
-    def _garbage(self, line: bytes, exc: ValidationError) -> None:
+    def _garbage(self, line: bytes | bytearray, exc: ValidationError) -> None:
         self.garbage_lines += 1
         log_garbage(self.server, line, exc, self.garbage_lines)
 
@@ -183,7 +220,7 @@ def read_envelope(head: bytes, tail: bytes) -> tuple[int | str | None, bool | No
     return (value if isinstance(value, int | str) else None), is_response
 
 
-def parse_message(data: bytes | str) -> SessionMessage:
+def parse_message(data: bytes | str | bytearray) -> SessionMessage:
     """Parse one JSON-RPC message.
 
     Raises:
@@ -192,7 +229,7 @@ def parse_message(data: bytes | str) -> SessionMessage:
     return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(data, by_name=False))
 
 
-def log_garbage(server: str, data: bytes | str, exc: ValidationError, count: int) -> None:
+def log_garbage(server: str, data: bytes | str | bytearray, exc: ValidationError, count: int) -> None:
     """Log a message that could not be parsed; the ``count``-th of its connection."""
     # Servers that print banners would flood the log; the count keeps the evidence.
     level = logging.WARNING if count <= GARBAGE_WARNINGS else logging.DEBUG
@@ -267,8 +304,21 @@ class LineWriter:
             raise anyio.ClosedResourceError
         if self._broken:
             raise anyio.BrokenResourceError
+        await self.send_line(encode_message(item))
+
+    async def send_line(self, line: bytes) -> None:
+        """Write one message already encoded as a line (its newline included), as :meth:`send` does.
+
+        Raises:
+            anyio.ClosedResourceError: the writer was closed.
+            anyio.BrokenResourceError: an earlier write failed.
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken:
+            raise anyio.BrokenResourceError
         try:
-            await self._sink.send(encode_message(item))
+            await self._sink.send(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self._broken = True
             logger.debug("writer stopped: %r", exc)

@@ -34,6 +34,7 @@ from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE, reaper_argv
 from mcpmux.transports._process import stop_process, wait_exit
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
+from mcpmux.transports.direct import DirectReplies
 from mcpmux.transports.framing import LineFramer, LineWriter, pump_lines
 from mcpmux.transports.sandbox import package_runner_note, sandbox_command
 
@@ -135,10 +136,11 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     sink = StderrSink(server.name, secrets)
     exited = anyio.Event()
     read_send, read_receive = anyio.create_memory_object_stream[Item](0)
-    framer = LineFramer(server.name, settings.max_message_bytes)
     assert process.stdin is not None, "spawned with pipes"
     assert process.stderr is not None, "spawned with pipes"
     write = LineWriter(process.stdin)
+    direct = DirectReplies(write)
+    framer = LineFramer(server.name, settings.max_message_bytes, direct)
     # Closing both ends here too: a task cancelled before its first step never closes its own.
     with read_send, read_receive:
         async with anyio.create_task_group() as tg:
@@ -153,6 +155,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
                     pid=process.pid,
                     stderr_tail=sink.tail,
                     exit_code=lambda: process.returncode,
+                    direct=direct,
                 )
             finally:
                 with anyio.CancelScope(shield=True):
