@@ -337,6 +337,14 @@ class Connection:
         return self._session
 
     @property
+    def lean_path(self) -> bool:
+        """Whether ``tools/call`` and ``resources/read`` take the lean path (stdio, 2024-2025 eras).
+
+        See :mod:`mcpmux.connection._lean`; ``MCPMUX_LEAN_PATH=0`` or ``lean=False`` switch it off.
+        """
+        return self._lean is not None
+
+    @property
     def protocol_version(self) -> str | None:
         """The negotiated protocol version, or ``None`` before connecting."""
         return self._session.protocol_version if self._session is not None else None
@@ -478,16 +486,9 @@ class Connection:
         """
         limit = self.timeout_s if timeout is None else timeout
         lean = self._lean
-        if lean is not None and name in self._listed and on_progress is None and type(arguments) in _ARGUMENTS:
-            # The lean path (stdio, 2024-2025 eras): only for listed tools, whose output schema the
-            # session knows (for others the SDK lists first); progress keeps the SDK's routing.
-            result = await lean.call_tool(name, arguments, limit)
-            if not result.is_error:
-                try:
-                    await self._live_session().validate_tool_result(name, result)
-                except FOREIGN_ERRORS as exc:
-                    raise self._evidence.mapped("tools/call", exc, limit, self._evidence.statuses) from exc
-            return result
+        if lean is not None and on_progress is None and type(arguments) in _ARGUMENTS:
+            # The lean path (stdio, 2024-2025 eras); a call with progress keeps the SDK's routing.
+            return await self._call_lean(lean, name, arguments, limit)
         if name in self._listed and not is_modern(self.protocol_version):
             # The hot path, inlined: the deadline rides on the SDK request (no cancel scope, no extra
             # frame). Only for listed tools: for others the SDK lists first, which the deadline must cover.
@@ -501,6 +502,34 @@ class Connection:
             self._listed.add(name)  # the SDK has listed the tools by now
             return result
         return await self.call("tools/call", limit, lambda s: _call_tool_modern(s, name, arguments, on_progress))
+
+    async def _call_lean(
+        self, lean: LeanPath, name: str, arguments: JSONObject | None, limit: float
+    ) -> types.CallToolResult:
+        """``tools/call`` on the lean path, then the SDK's check of its structured content.
+
+        As in the SDK's ``call_tool``: a successful result is checked against the tool's output
+        schema, and a tool never listed makes the session list the tools first, within the deadline.
+        """
+        deadline = anyio.current_time() + limit
+        result = await lean.call_tool(name, arguments, limit)
+        if result.is_error:
+            return result
+        session = self._live_session()
+        try:
+            if name in self._listed:
+                await session.validate_tool_result(name, result)
+                return result
+            with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
+                await session.validate_tool_result(name, result)
+        except MCPMuxError:
+            raise
+        except TimeoutError as exc:
+            raise MCPTimeoutError(self.name, "tools/call", limit) from exc
+        except FOREIGN_ERRORS as exc:
+            raise self._evidence.mapped("tools/call", exc, limit, self._evidence.statuses) from exc
+        self._listed.add(name)  # the session has listed the tools by now
+        return result
 
     async def read_resource(self, uri: str, *, timeout: float | None = None) -> types.ReadResourceResult:
         """Read one resource (a concrete URI, e.g. from a template)."""
