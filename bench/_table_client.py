@@ -1,6 +1,7 @@
 """One client of the issue-24 table, in its own process: ``python _table_client.py KIND CALLS MODE ECHO PYTHON [N]``.
 
-KIND: ``sdk`` (raw ``ClientSession``), ``connection``, ``manager``, ``guard`` (mcpmux), ``fastmcp``
+KIND: ``sdk`` (raw ``ClientSession``), ``connection``, ``manager``, ``guard`` (mcpmux; with the
+suffix ``-sdk-path``, the same with the lean path off: ``MCPMUX_LEAN_PATH=0``), ``fastmcp``
 (``fastmcp.Client``; run it with a python that has fastmcp), ``floor`` (plain asyncio newline
 JSON-RPC). Every kind calls the same stdio echo server (the SDK low-level server in the file
 ECHO, run by PYTHON). MODE ``time``: CALLS sequential calls after a warm-up; prints one JSON line
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 WARMUP_CALLS = 30
+SDK_PATH = "-sdk-path"
 Call = Callable[[str], Awaitable[str]]
 
 
@@ -187,6 +190,9 @@ async def run(kind: str, calls: int, mode: str, argv: list[str], concurrency: in
 
 def main() -> None:
     kind, calls, mode, echo, python = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+    if kind.endswith(SDK_PATH):  # the same mcpmux client with the lean path off: the SDK's path
+        kind = kind.removesuffix(SDK_PATH)
+        os.environ["MCPMUX_LEAN_PATH"] = "0"
     concurrency = int(sys.argv[6]) if len(sys.argv) > 6 else 1
     import anyio
 

@@ -2,6 +2,7 @@
 
 Rows: the raw SDK ``ClientSession`` (the baseline), mcpmux ``Connection``, ``Manager.call_tool``
 and ``Guard.call_tool`` (policy, pins and one audit row per call: the path every face uses), the
+same three with the lean path off (``MCPMUX_LEAN_PATH=0``: the SDK's dispatcher), the
 ``fastmcp.Client`` and a plain asyncio newline JSON-RPC client (the floor). Each client runs in its
 own process (``_table_client.py``) against its own copy of the same SDK echo server. Columns:
 
@@ -38,12 +39,16 @@ from harness import report
 
 HERE = Path(__file__).parent
 CLIENT = HERE / "_table_client.py"
-KINDS = ("sdk", "connection", "manager", "guard", "fastmcp", "floor")
+KINDS = ("sdk", "connection", "manager", "guard", "connection-sdk-path", "manager-sdk-path", "guard-sdk-path",
+         "fastmcp", "floor")  # fmt: skip
 LABELS = {
     "sdk": "raw SDK ClientSession",
     "connection": "mcpmux Connection",
     "manager": "mcpmux Manager.call_tool",
     "guard": "mcpmux Guard.call_tool",
+    "connection-sdk-path": "mcpmux Connection, lean path off",
+    "manager-sdk-path": "mcpmux Manager.call_tool, lean path off",
+    "guard-sdk-path": "mcpmux Guard.call_tool, lean path off",
     "fastmcp": "fastmcp Client",
     "floor": "plain asyncio JSON-RPC (floor)",
 }
