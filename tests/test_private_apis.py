@@ -41,13 +41,14 @@ def _load(module: str, dist: str) -> ModuleType:
 
 mcp_sdk = _load("mcpmux._private.mcp_sdk", "mcp")
 uvicorn_private = _load("mcpmux._private.uvicorn", "uvicorn")
+anyio_private = _load("mcpmux._private.anyio", "anyio")
 HttpToolsProtocol = uvicorn_private.HttpToolsProtocol
 
 from mcpmux.gateway.responses import DeferredTransport  # noqa: E402 - after the shims' own check
 from mcpmux.gateway.slowloris import HeadLimitProtocol  # noqa: E402
 from mcpmux.servers._sdk import new_server  # noqa: E402
 
-SHIMS: list[ModuleType] = [mcp_sdk, uvicorn_private]
+SHIMS: list[ModuleType] = [mcp_sdk, uvicorn_private, anyio_private]
 NAMES = [(shim, name) for shim in SHIMS for name in shim.PRIVATE_NAMES]
 HOOKS = [(shim, name) for shim in SHIMS for name in shim.CALLED_BY]
 
@@ -125,6 +126,13 @@ async def serving_protocol() -> Any:
     return protocol
 
 
+async def child_stdin() -> Any:
+    """anyio's stream of a child's stdin (asyncio backend), after the child has exited."""
+    async with await anyio.open_process([sys.executable, "-c", "pass"]) as process:
+        await process.wait()
+        return process.stdin
+
+
 async def instance(cls_path: str) -> Any:
     """An instance of the class ``cls_path`` names, made as mcpmux makes it."""
     if cls_path == "mcp.server.mcpserver.MCPServer":
@@ -137,6 +145,8 @@ async def instance(cls_path: str) -> Any:
         return await serving_protocol()
     if cls_path.endswith("RequestResponseCycle"):
         return (await serving_protocol()).cycle
+    if cls_path.endswith("StreamWriterWrapper"):
+        return await child_stdin()
     raise AssertionError(f"no instance factory for {cls_path}: add one here")
 
 
@@ -250,3 +260,13 @@ def test_no_private_name_of_a_dependency_is_used_outside_mcpmux_private() -> Non
     outside = [p for p in trees if "_private" not in p.parts]
     found = [use for path in outside for use in _foreign_private_uses(path.relative_to(SRC), trees[path], ours)]
     assert not found, "private names of dependencies outside mcpmux._private (move them there):\n" + "\n".join(found)
+
+
+@pytest.mark.anyio
+async def test_the_asyncio_writer_under_a_childs_stdin_is_found() -> None:
+    # Without it the direct path still works, through anyio's send (a turn of the loop per write).
+    stdin = await child_stdin()
+    assert isinstance(anyio_private.asyncio_writer(stdin), asyncio.StreamWriter)
+    send, receive = anyio.create_memory_object_stream[bytes](1)
+    with send, receive:
+        assert anyio_private.asyncio_writer(send) is None

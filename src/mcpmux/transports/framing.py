@@ -23,6 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from mcpmux._private.anyio import asyncio_writer
 from mcpmux.errors import MessageTooLarge
 
 if TYPE_CHECKING:
@@ -296,23 +297,14 @@ class LineWriter:
 
     def __init__(self, sink: ByteSendStream) -> None:
         self._sink = sink
+        self._raw = asyncio_writer(sink)
         self._closed = False
         self._broken = False
 
     async def send(self, item: SessionMessage, /) -> None:
-        if self._closed:
-            raise anyio.ClosedResourceError
-        if self._broken:
-            raise anyio.BrokenResourceError
-        await self.send_line(encode_message(item))
+        await self._write(encode_message(item))
 
-    async def send_line(self, line: bytes) -> None:
-        """Write one message already encoded as a line (its newline included), as :meth:`send` does.
-
-        Raises:
-            anyio.ClosedResourceError: the writer was closed.
-            anyio.BrokenResourceError: an earlier write failed.
-        """
+    async def _write(self, line: bytes) -> None:
         if self._closed:
             raise anyio.ClosedResourceError
         if self._broken:
@@ -320,6 +312,34 @@ class LineWriter:
         try:
             await self._sink.send(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            self._broken = True
+            logger.debug("writer stopped: %r", exc)
+
+    async def send_line(self, line: bytes) -> None:
+        """Write one message already encoded as a line (its newline included): the direct path's write.
+
+        Failures are handled as by :meth:`send`. On asyncio, the line goes to the child's
+        ``StreamWriter`` itself, waiting only when the pipe is full: anyio's stream would add a
+        turn of the event loop to every write (see :mod:`mcpmux._private.anyio`).
+
+        Raises:
+            anyio.ClosedResourceError: the writer was closed.
+            anyio.BrokenResourceError: an earlier write failed.
+        """
+        raw = self._raw
+        if raw is None:
+            await self._write(line)
+            return
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken:
+            raise anyio.BrokenResourceError
+        try:
+            if raw.transport.is_closing():
+                raise BrokenPipeError("the child's stdin is closed")
+            raw.write(line)
+            await raw.drain()
+        except (ConnectionResetError, BrokenPipeError, RuntimeError) as exc:
             self._broken = True
             logger.debug("writer stopped: %r", exc)
 
