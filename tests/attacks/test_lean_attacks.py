@@ -107,3 +107,14 @@ async def test_a_forged_answer_for_every_future_id_reaches_no_call() -> None:
             for i in range(5):
                 assert text(await conn.call_tool("forge_next", {})) == "ok"
                 assert text(await conn.call_tool("echo", {"text": f"mine {i}"})) == f"mine {i}"
+
+
+async def test_a_child_that_stops_reading_cannot_hold_a_call_past_its_deadline() -> None:
+    # The request's write waits for room in the pipe; the deadline covers that wait too.
+    with anyio.fail_after(WAIT_S):
+        async with hostile(True) as conn:
+            with pytest.raises(MCPTimeoutError):
+                await conn.call_tool("stop_reading", {}, timeout=0.5)
+            with pytest.raises(MCPTimeoutError) as caught:
+                await conn.call_tool("echo", {"text": "x" * (4 << 20)}, timeout=1.0)
+    assert caught.value.timeout_s == 1.0

@@ -19,6 +19,7 @@ stays on the SDK's path. ``MCPMUX_LEAN_PATH=0`` switches it off.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Mapping
@@ -46,6 +47,7 @@ CANCEL_WRITE_TIMEOUT_S: Final = 5.0
 NEWEST_REVISION: Final = "2026-07-28"
 
 _R = TypeVar("_R", bound=types.Result)
+_NO_SCOPE: Final = contextlib.nullcontext()
 
 
 def lean_enabled() -> bool:
@@ -80,6 +82,7 @@ class LeanPath:
         self.server = server
         self._replies = replies
         self._evidence = evidence
+        self._loop = _asyncio_loop()
         self._parse_tool = _parser(_TOOL_ANSWER, "tools/call", version, types.CallToolResult)
         self._parse_read = _parser(_READ_ANSWER, "resources/read", version, types.ReadResourceResult)
 
@@ -102,19 +105,23 @@ class LeanPath:
             raise self._mapped(method, _closed(), limit)
         request_id, reply = replies.expect(method, parse)
         line = b'{"jsonrpc":"2.0","id":%d,"method":"%s","params":%s}\n' % (request_id, method.encode(), params)
+        loop = self._loop
+        # On asyncio the deadline is a timer of the loop that wakes the waiter (a cancel scope per
+        # request costs a third of the path); elsewhere a cancel scope.
+        deadline = loop.time() + limit if loop is not None else anyio.current_time() + limit
+        timer = loop.call_at(deadline, replies.expire, request_id) if loop is not None else None
         written = False
         try:
-            with anyio.fail_after(limit):
+            with anyio.fail_at(deadline) if timer is None else _NO_SCOPE:
                 # A caller already cancelled never sends the request (so it never needs a cancel).
                 await anyio.lowlevel.checkpoint_if_cancelled()
                 written = True
-                await replies.writer.send_line(line)
+                await replies.writer.send_line(line, deadline)
                 await reply.done.wait()
         except TimeoutError:
             if written:
                 await self._cancel(request_id, f"timed out after {limit}s", shield=False)
-            timeout = MCPError(code=types.REQUEST_TIMEOUT, message=f"Request {method!r} timed out")
-            raise self._mapped(method, timeout, limit) from None
+            raise self._mapped(method, _timed_out(method), limit) from None
         except anyio.get_cancelled_exc_class():
             if written:
                 await self._cancel(request_id, "caller cancelled", shield=True)
@@ -124,7 +131,12 @@ class LeanPath:
                 self._evidence.watch.write_failed = True
             raise self._mapped(method, _closed(), limit) from None
         finally:
+            if timer is not None:
+                timer.cancel()
             replies.forget(request_id)
+        if reply.timed_out:
+            await self._cancel(request_id, f"timed out after {limit}s", shield=False)
+            raise self._mapped(method, _timed_out(method), limit)
         if reply.error is not None:
             raise self._mapped(method, reply.error, limit) from reply.error
         value = reply.value
@@ -148,9 +160,22 @@ class LeanPath:
                 await self._replies.writer.send_line(line)
 
 
+def _timed_out(method: str) -> MCPError:
+    # The SDK's own deadline error, which the evidence maps to MCPTimeoutError.
+    return MCPError(code=types.REQUEST_TIMEOUT, message=f"Request {method!r} timed out")
+
+
 def _closed() -> MCPError:
     # The SDK's own "connection closed" shape, which the evidence maps to what ended the transport.
     return MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop (where the deadlines are its timers), or ``None`` on another backend."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # no asyncio loop runs this task (trio)
+        return None
 
 
 def _parser(

@@ -49,18 +49,20 @@ class Reply:
 
     Attributes:
         method: the request's method, for the errors it may end with.
-        done: set when the answer (or an error, or the end of the transport) arrived.
+        done: set when the answer (or an error, the end of the transport, the deadline) arrived.
         value: what the parser returned; ``None`` until then, and when the transport ended.
         error: an exception to raise instead (the parser's, or an oversized answer's).
+        timed_out: the deadline passed first (:meth:`DirectReplies.expire`).
     """
 
-    __slots__ = ("done", "error", "method", "parse", "value")
+    __slots__ = ("done", "error", "method", "parse", "timed_out", "value")
 
     def __init__(self, method: str, parse: Callable[[Line], object]) -> None:
         self.method, self.parse = method, parse
         self.done = anyio.Event()
         self.value: object = None
         self.error: Exception | None = None
+        self.timed_out = False
 
 
 class DirectReplies:
@@ -85,6 +87,13 @@ class DirectReplies:
     def forget(self, request_id: int) -> None:
         """Stop waiting for ``request_id`` (answered, timed out or abandoned); a late answer is ignored."""
         self.waiting.pop(request_id, None)
+
+    def expire(self, request_id: int) -> None:
+        """The deadline of ``request_id`` passed: wake its waiter, and ignore a later answer."""
+        reply = self.waiting.pop(request_id, None)
+        if reply is not None:
+            reply.timed_out = True
+            reply.done.set()
 
     def claim(self, line: Line) -> bool:
         """Hand ``line`` to the request it answers, if it answers a direct one; whether it did."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Self
@@ -315,30 +316,36 @@ class LineWriter:
             self._broken = True
             logger.debug("writer stopped: %r", exc)
 
-    async def send_line(self, line: bytes) -> None:
+    async def send_line(self, line: bytes, deadline: float = math.inf) -> None:
         """Write one message already encoded as a line (its newline included): the direct path's write.
 
         Failures are handled as by :meth:`send`. On asyncio, the line goes to the child's
         ``StreamWriter`` itself, waiting only when the pipe is full: anyio's stream would add a
-        turn of the event loop to every write (see :mod:`mcpmux._private.anyio`).
+        turn of the event loop to every write (see :mod:`mcpmux._private.anyio`). A wait for the
+        pipe ends at ``deadline`` (``anyio.current_time()`` based) with ``TimeoutError``.
 
         Raises:
             anyio.ClosedResourceError: the writer was closed.
             anyio.BrokenResourceError: an earlier write failed.
+            TimeoutError: the pipe stayed full until ``deadline``.
         """
         raw = self._raw
         if raw is None:
-            await self._write(line)
+            with anyio.fail_at(deadline):
+                await self._write(line)
             return
         if self._closed:
             raise anyio.ClosedResourceError
         if self._broken:
             raise anyio.BrokenResourceError
         try:
-            if raw.transport.is_closing():
+            transport = raw.transport
+            if transport.is_closing():
                 raise BrokenPipeError("the child's stdin is closed")
             raw.write(line)
-            await raw.drain()
+            if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+                with anyio.fail_at(deadline):
+                    await raw.drain()
         except (ConnectionResetError, BrokenPipeError, RuntimeError) as exc:
             self._broken = True
             logger.debug("writer stopped: %r", exc)
