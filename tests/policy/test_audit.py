@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from mcpmux.policy import audit as audit_module
 from mcpmux.policy.audit import AuditLog, argument_digest, digest_and_redact, redact_arguments
 from mcpmux.policy.store import StateStore
 
@@ -33,15 +34,16 @@ def rows(path: Path) -> int:
 
 def test_a_row_serialises_its_arguments_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[object] = []
-    dumps = json.dumps
+    encoder = audit_module._CANONICAL
 
-    def counting(value: object, **options: Any) -> str:
-        calls.append(value)
-        return dumps(value, **options)
+    class Counting:
+        def encode(self, value: object) -> str:
+            calls.append(value)
+            return encoder.encode(value)
 
     with StateStore(tmp_path / "state.db") as store:
         audit = AuditLog(store, SECRETS)
-        monkeypatch.setattr(json, "dumps", counting)
+        monkeypatch.setattr(audit_module, "_CANONICAL", Counting())
         record(audit, {"path": "/srv/notes.txt", "limit": 3, "nested": {"tags": ["a", "b"]}})
         monkeypatch.undo()
         assert len(calls) == 1
