@@ -227,12 +227,13 @@ def _round(env: dict[str, str], cwd: Path, flags: tuple[str, ...], with_daemon: 
             [sys.executable, "-m", "mcpmux", "--json", "daemon", "status"], env=env, cwd=cwd,
             capture_output=True, check=True,
         ).stdout)  # fmt: skip
-        daemon_pid = [int(status["pid"])]
+        # On Linux the daemon is its guardian's child: the guardian is counted, as one of its processes.
+        daemon_pid = [int(status["pid"])] + ([int(status["watchdog_pid"])] if status.get("guardian") else [])
     running = [_session(env, cwd, *flags) for _ in range(SESSIONS)]
     try:
         tools = [_wait_listed(p) for p in running]
         processes = _settle([p.pid for p in running] + daemon_pid, SESSIONS)
-        roles = {p.pid: "session" for p in running} | {pid: "daemon" for pid in daemon_pid}
+        roles = {p.pid: "session" for p in running} | dict(zip(daemon_pid, ("daemon", "guardian"), strict=False))
         tree: dict[tuple[str, str], list[float]] = {}
         for process in processes:
             try:

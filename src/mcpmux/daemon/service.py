@@ -19,6 +19,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,15 +51,35 @@ from mcpmux.errors import ConfigError, MCPMuxError
 from mcpmux.gateway.caller import LocalCaller
 from mcpmux.json_shapes import JSONObject
 from mcpmux.policy import StateStore
+from mcpmux.servers._reaper import (
+    AVAILABLE as REAPER_AVAILABLE,
+    GUARDIAN_ENV,
+    SWEEP_SIGNAL,
+    adopt_guardian,
+    guardian_argv,
+)
 from mcpmux.transports.tcp import framed_streams
 
-__all__ = ["ATTACH_TIMEOUT_S", "DEFAULT_LINGER_S", "DaemonOptions", "already_serving", "serve_daemon"]
+__all__ = [
+    "ATTACH_TIMEOUT_S",
+    "DEFAULT_LINGER_S",
+    "GUARDIAN_GRACE_S",
+    "DaemonOptions",
+    "already_serving",
+    "guardian_command",
+    "serve_daemon",
+]
 
 logger = logging.getLogger(__name__)
+
+_HUNG_UP = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
+"""What a client that went away makes a connection's reads and writes raise."""
 
 DEFAULT_LINGER_S = 60.0
 ATTACH_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 15.0
+GUARDIAN_GRACE_S = 3.0
+"""How long a dead daemon's servers have between SIGTERM and SIGKILL (from its guardian)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +88,19 @@ class DaemonOptions:
 
     linger_s: float = DEFAULT_LINGER_S
     socket: Path | None = None
+
+
+def guardian_command(argv: list[str]) -> list[str] | None:
+    """``argv`` (the daemon's command) run under a guardian, or ``None`` when it runs as it is.
+
+    On Linux the daemon runs as the child of a guardian (:mod:`mcpmux.servers._reaper`), the one
+    reaper of the daemon and all its servers, which then need no reaper process each; it ends
+    whatever the daemon leaves behind, however the daemon ended. ``None`` elsewhere, and in the
+    guardian's own child.
+    """
+    if not REAPER_AVAILABLE or GUARDIAN_ENV in os.environ:
+        return None
+    return guardian_argv(argv, grace_s=GUARDIAN_GRACE_S)
 
 
 def already_serving(lock: Path) -> int | None:
@@ -110,14 +144,16 @@ async def serve_daemon(options: DaemonOptions, announce: Callable[[str], None]) 
 
 async def _serve_locked(path: Path, options: DaemonOptions, announce: Callable[[str], None]) -> None:
     _unlink(path)  # a killed daemon's socket: we hold the lock, no one serves it
-    watchdog = await Watchdog.start()
+    guardian = adopt_guardian()
+    # Without a guardian (not Linux, or `daemon run` started some other way), a watchdog of our own.
+    watchdog = await Watchdog.start() if guardian is None else None
     store = StateStore()
     try:
         async with await anyio.create_unix_listener(path, mode=0o600) as listener:
             inode = os.stat(path).st_ino
             try:
                 async with anyio.create_task_group() as tg:
-                    daemon = _Daemon(tg, store, options, watchdog, path)
+                    daemon = _Daemon(tg, store, options, path, watchdog=watchdog, guardian=guardian)
                     tg.start_soon(daemon.watch)
                     tg.start_soon(_stop_on_signal, daemon.stopping)
                     tg.start_soon(listener.serve, daemon.serve_one, tg)
@@ -128,17 +164,27 @@ async def _serve_locked(path: Path, options: DaemonOptions, announce: Callable[[
             finally:
                 _unlink(path, inode)
     finally:
-        await watchdog.close()
+        if watchdog is not None:
+            await watchdog.close()
         store.close()
     announce("stopped")
 
 
 class _Daemon:
     def __init__(
-        self, tg: anyio.abc.TaskGroup, store: StateStore, options: DaemonOptions, watchdog: Watchdog, path: Path
+        self,
+        tg: anyio.abc.TaskGroup,
+        store: StateStore,
+        options: DaemonOptions,
+        path: Path,
+        *,
+        watchdog: Watchdog | None,
+        guardian: int | None,
     ) -> None:
         self.pool, self.store = Pool(tg, store), store
-        self.options, self.watchdog, self.path = options, watchdog, path
+        self.options, self.path = options, path
+        self.watchdog, self.guardian = watchdog, guardian
+        self._swept = True  # nothing ran yet: nothing to sweep
         self.stopping = anyio.Event()
         self.connections = 0
         self.started = time.time()
@@ -148,7 +194,9 @@ class _Daemon:
         """Stop idle servers, keep the watchdog's list current, stop the daemon when nothing uses it."""
         while True:
             self.pool.reap_idle()
-            await self.watchdog.track(self.pool.pids())
+            if self.watchdog is not None:
+                await self.watchdog.track(self.pool.pids())
+            self._sweep_strays()
             if self.connections or self.pool.instances:
                 self._quiet_since = time.monotonic()
             elif time.monotonic() - self._quiet_since >= self.options.linger_s:
@@ -157,6 +205,23 @@ class _Daemon:
                 return
             await anyio.sleep(REAP_INTERVAL_S)
 
+    def _sweep_strays(self) -> None:
+        """Once no server runs, have the guardian end what stopped servers left outside their groups.
+
+        A server's process group is ended with it; a descendant that left the group (``setsid``,
+        a double fork) is orphaned to the guardian, which ends it now (or when the daemon exits).
+        While any server runs, a stray may be one of that server's: it is left alone until then.
+        """
+        if self.pool.instances:
+            self._swept = False
+        elif not self._swept and self.guardian is not None:
+            self._swept = True
+            if os.getppid() != self.guardian:  # it died (and its signal stops us): the pid is not its
+                logger.warning("the guardian (pid %d) is gone; stopping", self.guardian)
+                self.stopping.set()
+                return
+            os.kill(self.guardian, SWEEP_SIGNAL)
+
     async def shutdown(self) -> None:
         self.pool.stop_all()
         with anyio.move_on_after(STOP_TIMEOUT_S):
@@ -164,37 +229,53 @@ class _Daemon:
                 await instance.stopped.wait()
 
     async def serve_one(self, stream: anyio.abc.SocketStream) -> None:
+        """One client's connection; whatever happens to it ends that connection only, never the daemon."""
         self.connections += 1
         try:
-            await self._serve_one(stream)
+            async with stream:
+                await self._answer(stream)
+        except _HUNG_UP as exc:
+            logger.info("a client hung up before its answer was sent: %s", type(exc).__name__)
         finally:
             self.connections -= 1
             self._quiet_since = time.monotonic()
 
+    async def _answer(self, stream: anyio.abc.SocketStream) -> None:
+        try:
+            await self._serve_one(stream)
+        except _HUNG_UP:
+            raise
+        except Exception as exc:  # a bug in one request's handling: say so to the client and in the log
+            if isinstance(exc, ExceptionGroup) and exc.split(_HUNG_UP)[1] is None:
+                raise anyio.BrokenResourceError from exc  # only hang-ups, from the session's tasks
+            logger.exception("a request failed unexpectedly; the connection is closed, the daemon serves on")
+            message = f"the daemon failed this request ({type(exc).__name__}: {exc}); its log has the details"
+            with anyio.move_on_after(ATTACH_TIMEOUT_S), suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.send(error_reply(message, -32603))
+
     async def _serve_one(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            peer = peer_credentials(stream.extra(SocketAttribute.raw_socket))
-            if not peer.same_user:
-                logger.warning("refused a connection from uid %d (pid %d): not this user", peer.uid, peer.pid)
-                return
-            buffered = BufferedByteStream(stream)
-            request = await _first_request(buffered)
-            if request is None:
-                return
-            method, params = request
-            if method == STATUS:
-                await stream.send(result_reply(self.status()))
-            elif method == STOP:
-                await stream.send(result_reply({"pid": os.getpid(), "stopping": True}))
-                self.stopping.set()
-            elif method == ATTACH:
-                await self._attach(buffered, stream, params, peer.pid)
-            elif method == ATTACH_ALL:
-                await self._attach_all(buffered, stream, params, peer.pid)
-            elif method == TOOLS:
-                await self._tools(stream, params)
-            else:
-                await stream.send(error_reply(f"unknown first request {method!r}", -32601))
+        peer = peer_credentials(stream.extra(SocketAttribute.raw_socket))
+        if not peer.same_user:
+            logger.warning("refused a connection from uid %d (pid %d): not this user", peer.uid, peer.pid)
+            return
+        buffered = BufferedByteStream(stream)
+        request = await _first_request(buffered)
+        if request is None:
+            return
+        method, params = request
+        if method == STATUS:
+            await stream.send(result_reply(self.status()))
+        elif method == STOP:
+            await stream.send(result_reply({"pid": os.getpid(), "stopping": True}))
+            self.stopping.set()
+        elif method == ATTACH:
+            await self._attach(buffered, stream, params, peer.pid)
+        elif method == ATTACH_ALL:
+            await self._attach_all(buffered, stream, params, peer.pid)
+        elif method == TOOLS:
+            await self._tools(stream, params)
+        else:
+            await stream.send(error_reply(f"unknown first request {method!r}", -32601))
 
     async def _attach(
         self, buffered: BufferedByteStream, stream: anyio.abc.SocketStream, params: Any, pid: int
@@ -251,7 +332,8 @@ class _Daemon:
             "socket": str(self.path),
             "uptime_s": round(time.time() - self.started, 1),
             "clients": self.connections - 1,
-            "watchdog_pid": self.watchdog.pid,
+            "watchdog_pid": self.guardian if self.watchdog is None else self.watchdog.pid,
+            "guardian": self.guardian is not None,
             "servers": [i.describe() for i in self.pool.instances],
         }
 

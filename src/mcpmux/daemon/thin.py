@@ -30,7 +30,7 @@ from typing import Any
 from mcpmux import __version__
 from mcpmux.canonical_names import canonical_name
 from mcpmux.config.models import Config, ServerConfig
-from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, TOOLS, Attach, origin_of, request_line
+from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, REQUEST_ID, TOOLS, Attach, origin_of, request_line
 from mcpmux.daemon.paths import check_owned, socket_path
 from mcpmux.errors import ERROR_META, DaemonUnavailable, RemoteError
 from mcpmux.json_shapes import JSONObject
@@ -271,6 +271,8 @@ class ThinSession:
         limit = self.config.settings.max_message_bytes
         while True:
             message = _parse(self._line(limit))
+            if message.get("id") == REQUEST_ID and "error" in message:  # the daemon failed the session
+                raise ValueError(str((message["error"] or {}).get("message", message["error"])))
             if message.get("id") == ident and "method" not in message:
                 if "error" in message:
                     raise _JsonRpcError(message["error"])
