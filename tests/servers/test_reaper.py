@@ -169,3 +169,26 @@ def test_adopt_guardian_trusts_only_its_parent(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv(GUARDIAN_ENV, str(os.getppid()))
     assert reaper.adopt_guardian() == os.getppid()
     assert GUARDIAN_ENV not in os.environ and not reaper.per_process_reaper()
+
+
+def test_has_children_sees_live_children_only() -> None:
+    # In a fresh process of its own: pytest's process may have children of other tests' making.
+    script = (
+        "import os, signal, subprocess, sys, time\n"
+        "from mcpmux.servers._reaper import has_children\n"
+        "me = os.getpid()\n"
+        "assert not has_children(me), 'a child before any was started'\n"
+        "child = subprocess.Popen(['sleep', '60'])\n"
+        "assert has_children(me), 'the live child not seen'\n"
+        "os.kill(child.pid, signal.SIGKILL)\n"
+        "deadline = time.monotonic() + 60\n"
+        "while time.monotonic() < deadline:\n"
+        "    with open(f'/proc/{child.pid}/stat') as stat:\n"
+        "        if stat.read().rsplit(')', 1)[1].split()[0] == 'Z':\n"
+        "            break\n"
+        "    time.sleep(0.01)\n"
+        "assert not has_children(me), 'a zombie counted as a live child'\n"
+        "child.wait()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT_S)
+    assert done.returncode == 0, done.stderr

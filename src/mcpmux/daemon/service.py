@@ -57,6 +57,7 @@ from mcpmux.servers._reaper import (
     SWEEP_SIGNAL,
     adopt_guardian,
     guardian_argv,
+    has_children,
 )
 from mcpmux.transports.tcp import framed_streams
 
@@ -78,6 +79,8 @@ _HUNG_UP = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStr
 DEFAULT_LINGER_S = 60.0
 ATTACH_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 15.0
+SWEEP_CHECK_S = 2.0
+"""How often an idle daemon looks whether it may have its guardian sweep strays (a ``/proc`` scan)."""
 GUARDIAN_GRACE_S = 3.0
 """How long a dead daemon's servers have between SIGTERM and SIGKILL (from its guardian)."""
 
@@ -185,6 +188,7 @@ class _Daemon:
         self.options, self.path = options, path
         self.watchdog, self.guardian = watchdog, guardian
         self._swept = True  # nothing ran yet: nothing to sweep
+        self._next_sweep_check = 0.0
         self.stopping = anyio.Event()
         self.connections = 0
         self.started = time.time()
@@ -210,11 +214,15 @@ class _Daemon:
 
         A server's process group is ended with it; a descendant that left the group (``setsid``,
         a double fork) is orphaned to the guardian, which ends it now (or when the daemon exits).
-        While any server runs, a stray may be one of that server's: it is left alone until then.
+        While any server runs (an instance, or any child process of the daemon), a stray may be one
+        of that server's: it is left alone until then.
         """
         if self.pool.instances:
             self._swept = False
-        elif not self._swept and self.guardian is not None:
+        elif not self._swept and self.guardian is not None and time.monotonic() >= self._next_sweep_check:
+            self._next_sweep_check = time.monotonic() + SWEEP_CHECK_S
+            if has_children(os.getpid()):
+                return  # a server no instance holds (a session's own per-call server) may own a stray: later
             self._swept = True
             if os.getppid() != self.guardian:  # it died (and its signal stops us): the pid is not its
                 logger.warning("the guardian (pid %d) is gone; stopping", self.guardian)

@@ -52,6 +52,7 @@ __all__ = [
     "SWEEP_SIGNAL",
     "adopt_guardian",
     "guardian_argv",
+    "has_children",
     "main",
     "per_process_reaper",
     "reaper_argv",
@@ -111,7 +112,12 @@ def per_process_reaper() -> bool:
     return AVAILABLE and not _guarded
 
 
-def _descendants(root: int) -> list[int]:
+def has_children(pid: int) -> bool:
+    """Whether process ``pid`` has a live child (``/proc`` parent links; zombies not counted)."""
+    return bool(_children_of().get(pid))
+
+
+def _children_of() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -123,6 +129,11 @@ def _descendants(root: int) -> list[int]:
             continue  # gone meanwhile
         if fields[0] != b"Z":
             children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def _descendants(root: int) -> list[int]:
+    children = _children_of()
     found, stack = [], [root]
     while stack:
         for child in children.get(stack.pop(), ()):
