@@ -256,7 +256,7 @@ def _thin(path: Path, timeout_s: float = 5.0) -> object:
     from mcpmux.daemon.thin import ThinSession
 
     config = Config(servers=(_counter_entry(),))
-    return ThinSession(config, config.servers[0], timeout_s=timeout_s, path=path)
+    return ThinSession.attached(config, config.servers[0], timeout_s=timeout_s, path=path)
 
 
 ATTACHED = b'{"jsonrpc": "2.0", "id": "mcpmux", "result": {"daemon_pid": 1}}\n'
@@ -602,3 +602,56 @@ def _raw_at(path: Path, payload: bytes) -> bytes:
         while chunk := sock.recv(65536):
             received += chunk
         return received
+
+
+def test_hostile_known_attaches_are_refused_and_nothing_is_spawned(daemon: Daemon) -> None:
+    """``mcpmux/attach-known`` with digests the daemon never kept, of the wrong shape or for another
+    server, and attaches whose ``known`` part is malformed: refused, nothing kept, nothing spawned."""
+    daemon.start("--linger", "600")
+    for params in (
+        {"key": "0" * 64, "name": "counter"},
+        {"key": "../../etc/passwd", "name": "counter"},
+        {"key": ["0" * 64], "name": {"x": 1}},
+        {"key": "0" * 10_000, "name": "x" * 10_000},
+        None,
+        "nonsense",
+    ):
+        reply = json.loads(_raw(daemon, request_line("mcpmux/attach-known", params)))  # type: ignore[arg-type]
+        assert reply["error"]["code"] == -32004, reply
+    attach = Attach("attack", _counter_entry(), Settings(), SecurityConfig(), client="attack")
+    meta = {"timeout_s": 30, "max_message_bytes": 1_000_000, "secrets": []}
+    for known in (
+        {"key": "A" * 64, "name": "counter", "meta": meta},  # not lowercase hex
+        {"key": "a" * 64, "name": "other", "meta": meta},  # another server's name
+        {"key": "a" * 64, "name": "counter", "meta": {**meta, "timeout_s": -1}},
+        {"key": "a" * 64, "name": "counter", "meta": {**meta, "secrets": [1]}},
+        {"key": "a" * 64, "name": "counter"},
+        "a" * 64,
+    ):
+        reply = json.loads(_raw(daemon, request_line("mcpmux/attach", {**attach.params(), "known": known})))
+        assert reply["error"]["code"] == -32602, (known, reply)
+    status = daemon.status()
+    assert status is not None and status["servers"] == []  # nothing was spawned
+
+
+def test_a_known_attach_serves_only_the_entry_kept_under_that_digest_and_name(daemon: Daemon) -> None:
+    """A digest kept for one server never attaches another name, and is only served while its instance runs."""
+    daemon.start("--linger", "600")
+    attach = Attach("attack", _counter_entry(), Settings(), SecurityConfig(), client="cli", answers=("elicitation",))
+    key = "b" * 64
+    meta = {"timeout_s": 30, "max_message_bytes": 1_000_000, "secrets": ["s3cret"]}
+    with socket.socket(socket.AF_UNIX) as keeper:  # a client that sends the whole entry, asking to keep it
+        keeper.settimeout(WAIT_S)
+        keeper.connect(str(daemon.socket))
+        keeper.sendall(
+            request_line("mcpmux/attach", {**attach.params(), "known": {"key": key, "name": "counter", "meta": meta}})
+        )
+        assert b'"result"' in keeper.recv(65536)
+        reply = json.loads(_raw(daemon, request_line("mcpmux/attach-known", {"key": key, "name": "other"})))
+        assert reply["error"]["code"] == -32004
+        with socket.socket(socket.AF_UNIX) as known:
+            known.settimeout(WAIT_S)
+            known.connect(str(daemon.socket))
+            known.sendall(request_line("mcpmux/attach-known", {"key": key, "name": "counter"}))
+            answer = json.loads(known.recv(65536).partition(b"\n")[0])
+            assert answer["result"]["meta"] == {**meta, "timeout_s": 30.0}, answer

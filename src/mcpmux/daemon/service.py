@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from mcpmux.config.models import DEFAULT_MAX_MESSAGE_BYTES
 from mcpmux.daemon.attach import (
     ATTACH,
     ATTACH_ALL,
+    ATTACH_KNOWN,
     MAX_ATTACH_BYTES,
     STATUS,
     STOP,
@@ -42,11 +44,13 @@ from mcpmux.daemon.attach import (
     error_reply,
     result_reply,
 )
+from mcpmux.daemon.known import KEY_CHARS
 from mcpmux.daemon.paths import socket_path
 from mcpmux.daemon.peer import peer_credentials
 from mcpmux.daemon.pool import REAP_INTERVAL_S, Instance, Pool, Refused
 from mcpmux.daemon.session import serve_all, tagged
 from mcpmux.daemon.watchdog import Watchdog
+from mcpmux.daemon.wire import UNKNOWN_KEY
 from mcpmux.errors import ConfigError, MCPMuxError
 from mcpmux.gateway.caller import LocalCaller
 from mcpmux.json_shapes import JSONObject
@@ -79,6 +83,9 @@ _HUNG_UP = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStr
 DEFAULT_LINGER_S = 60.0
 ATTACH_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 15.0
+KNOWN_KEPT = 256
+"""How many attaches the daemon keeps by the digest of their commands' inputs (the newest used)."""
+MAX_KNOWN_TIMEOUT_S = 7 * 24 * 3600.0
 SWEEP_CHECK_S = 2.0
 """How often an idle daemon looks whether it may have its guardian sweep strays (a ``/proc`` scan)."""
 GUARDIAN_GRACE_S = 3.0
@@ -187,6 +194,7 @@ class _Daemon:
         self.pool, self.store = Pool(tg, store), store
         self.options, self.path = options, path
         self.watchdog, self.guardian = watchdog, guardian
+        self.known: OrderedDict[tuple[str, str], tuple[JSONObject, JSONObject]] = OrderedDict()
         self._swept = True  # nothing ran yet: nothing to sweep
         self._next_sweep_check = 0.0
         self.stopping = anyio.Event()
@@ -278,6 +286,8 @@ class _Daemon:
             self.stopping.set()
         elif method == ATTACH:
             await self._attach(buffered, stream, params, peer.pid)
+        elif method == ATTACH_KNOWN:
+            await self._attach_known(buffered, stream, params, peer.pid)
         elif method == ATTACH_ALL:
             await self._attach_all(buffered, stream, params, peer.pid)
         elif method == TOOLS:
@@ -288,22 +298,64 @@ class _Daemon:
     async def _attach(
         self, buffered: BufferedByteStream, stream: anyio.abc.SocketStream, params: Any, pid: int
     ) -> None:
+        params = params if isinstance(params, dict) else {}
         try:
-            attach = Attach.from_params(params if isinstance(params, dict) else {})
+            attach = Attach.from_params(params)
+            known = _known_entry(params.get("known"), attach)
         except (ConfigError, KeyError, TypeError, ValueError) as exc:
             await stream.send(error_reply(f"invalid attach request: {exc}", -32602))
             return
+        await self._serve_attached(buffered, stream, attach, pid, known=known, params=params)
+
+    async def _attach_known(
+        self, buffered: BufferedByteStream, stream: anyio.abc.SocketStream, params: Any, pid: int
+    ) -> None:
+        """An attach by the digest of a command's inputs: the one an earlier command of those inputs sent."""
+        params = params if isinstance(params, dict) else {}
+        key, name = params.get("key"), params.get("name")
+        kept = self.known.get((key, name)) if isinstance(key, str) and isinstance(name, str) else None
+        attach = None if kept is None else Attach.from_params(kept[0])
+        if attach is None or kept is None or not self.pool.warm(attach):
+            why = "no attach of these inputs" if kept is None else "its instance is not running"
+            await stream.send(error_reply(f"{why}: send the whole entry", UNKNOWN_KEY))
+            return
+        self.known.move_to_end((key, name))
+        await self._serve_attached(buffered, stream, attach, pid, meta=kept[1])
+
+    async def _serve_attached(
+        self,
+        buffered: BufferedByteStream,
+        stream: anyio.abc.SocketStream,
+        attach: Attach,
+        pid: int,
+        *,
+        known: tuple[str, JSONObject] | None = None,
+        params: JSONObject | None = None,
+        meta: JSONObject | None = None,
+    ) -> None:
         try:
             instance = await self.pool.acquire(attach)
         except Refused as exc:
             await stream.send(error_reply(str(exc)))
             return
         try:
-            reply = {"daemon_pid": os.getpid(), "server_pid": instance.pid, "instance": instance.key[:12]}
+            if known is not None and params is not None:
+                self._keep(known[0], attach.server.name, params, known[1])
+            reply: JSONObject = {"daemon_pid": os.getpid(), "server_pid": instance.pid, "instance": instance.key[:12]}
+            if meta is not None:
+                reply["meta"] = meta
             await stream.send(result_reply(reply))
             await _serve_mcp(instance, buffered, pid, attach.settings.max_message_bytes)
         finally:
             self.pool.release(instance)
+
+    def _keep(self, key: str, name: str, params: JSONObject, meta: JSONObject) -> None:
+        """Keep an attach under the digest of its command's inputs (the newest :data:`KNOWN_KEPT`)."""
+        entry = {k: v for k, v in params.items() if k != "known"}
+        self.known[(key, name)] = (entry, meta)
+        self.known.move_to_end((key, name))
+        while len(self.known) > KNOWN_KEPT:
+            self.known.popitem(last=False)
 
     async def _tools(self, stream: anyio.abc.SocketStream, params: Any) -> None:
         """The instance's tools as its guard lists them (what ``Host.tools()`` gives the CLI), then close."""
@@ -344,6 +396,33 @@ class _Daemon:
             "guardian": self.guardian is not None,
             "servers": [i.describe() for i in self.pool.instances],
         }
+
+
+def _known_entry(known: Any, attach: Attach) -> tuple[str, JSONObject] | None:
+    """The ``known`` part of an attach: the digest to keep it under and what a command needs then.
+
+    Raises:
+        ValueError: it is not one (the attach is refused: a client sends it well-formed or not at all).
+    """
+    if known is None:
+        return None
+    if not isinstance(known, dict):
+        raise ValueError("known must be an object")
+    key, name, meta = known.get("key"), known.get("name"), known.get("meta")
+    if not (isinstance(key, str) and len(key) == KEY_CHARS and all(c in "0123456789abcdef" for c in key)):
+        raise ValueError(f"known.key must be {KEY_CHARS} lowercase hex digits")
+    if name != attach.server.name:
+        raise ValueError("known.name must be the attached server's name")
+    if not isinstance(meta, dict):
+        raise ValueError("known.meta must be an object")
+    timeout_s, max_bytes, secrets = meta.get("timeout_s"), meta.get("max_message_bytes"), meta.get("secrets")
+    if not (isinstance(timeout_s, int | float) and 0 < timeout_s <= MAX_KNOWN_TIMEOUT_S):
+        raise ValueError(f"known.meta.timeout_s must be a number of seconds up to {MAX_KNOWN_TIMEOUT_S:g}")
+    if not (isinstance(max_bytes, int) and max_bytes > 0):
+        raise ValueError("known.meta.max_message_bytes must be a positive integer")
+    if not (isinstance(secrets, list) and all(isinstance(v, str) for v in secrets)):
+        raise ValueError("known.meta.secrets must be a list of strings")
+    return key, {"timeout_s": float(timeout_s), "max_message_bytes": max_bytes, "secrets": secrets}
 
 
 def _listed(tool: Any) -> JSONObject:
