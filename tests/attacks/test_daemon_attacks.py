@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -254,7 +256,7 @@ def _thin(path: Path, timeout_s: float = 5.0) -> object:
     from mcpmux.daemon.thin import ThinSession
 
     config = Config(servers=(_counter_entry(),))
-    return ThinSession(config, config.servers[0], timeout_s=timeout_s, path=path)
+    return ThinSession.attached(config, config.servers[0], timeout_s=timeout_s, path=path)
 
 
 ATTACHED = b'{"jsonrpc": "2.0", "id": "mcpmux", "result": {"daemon_pid": 1}}\n'
@@ -537,3 +539,119 @@ def test_the_thin_tools_list_takes_the_ordinary_path_on_a_garbled_answer(tmp_pat
         finally:
             impostor.close()
             path.unlink()
+
+
+@pytest.mark.parametrize("first", ["mcpmux/attach", "mcpmux/tools"])
+def test_clients_that_hang_up_before_the_answer_never_take_the_daemon_down(daemon: Daemon, first: str) -> None:
+    """A client that sends its first request and goes (a killed command, Ctrl-C) leaves the daemon serving:
+    the answer's write fails on a closed socket, which ends that connection only."""
+    daemon.start("--linger", "600")
+    attach = Attach("attack", _counter_entry(), Settings(), SecurityConfig(), client="attack")
+    line = request_line(first, attach.params())
+    for _ in range(5):  # the first starts the server (slow: the answer surely finds the socket closed)
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(daemon.socket))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            sock.sendall(line)  # and close at once, with a reset
+    daemon.wait_for(lambda: "counter" in daemon.server_pids(), "the server the hung-up clients asked for", WAIT_S)
+    assert daemon.status() is not None
+    code, _, err = cli("daemon", "status")
+    assert code == 0, err
+    assert "Traceback" not in daemon.log.read_text()
+
+
+@pytest.mark.anyio
+async def test_an_unexpected_failure_of_a_request_is_answered_and_logged_and_the_daemon_serves_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug in a request's handling (here: the pool raises what it never should) is an error reply
+    naming it and a logged traceback; the daemon, in process here to plant the bug, serves the next."""
+    from mcpmux.daemon import pool as pool_module
+    from mcpmux.daemon.service import DaemonOptions, serve_daemon
+
+    async def broken(self: object, attach: object) -> object:
+        raise RuntimeError("a planted bug")
+
+    monkeypatch.setattr(pool_module.Pool, "acquire", broken)
+    runtime = Path(tempfile.mkdtemp(prefix="mxu", dir="/tmp"))
+    path = runtime / "d.sock"
+    attach = Attach("attack", _counter_entry(), Settings(), SecurityConfig(), client="attack")
+    try:
+        with anyio.fail_after(WAIT_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve_daemon, DaemonOptions(linger_s=600, socket=path), lambda _line: None)
+                while not path.exists():  # noqa: ASYNC110 (another task binds it: nothing to wait on but the file)
+                    await anyio.sleep(0.02)
+                for first in ("mcpmux/attach", "mcpmux/tools"):
+                    answer = await anyio.to_thread.run_sync(_raw_at, path, request_line(first, attach.params()))
+                    error = json.loads(answer)["error"]
+                    assert error["code"] == -32603 and "RuntimeError: a planted bug" in error["message"], error
+                assert (await request("mcpmux/status", path))["servers"] == []
+                await request("mcpmux/stop", path)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert any("a planted bug" in r.getMessage() or r.exc_info for r in caplog.records if r.levelname == "ERROR")
+
+
+def _raw_at(path: Path, payload: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(WAIT_S)
+        sock.connect(str(path))
+        sock.sendall(payload)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        return received
+
+
+def test_hostile_known_attaches_are_refused_and_nothing_is_spawned(daemon: Daemon) -> None:
+    """``mcpmux/attach-known`` with digests the daemon never kept, of the wrong shape or for another
+    server, and attaches whose ``known`` part is malformed: refused, nothing kept, nothing spawned."""
+    daemon.start("--linger", "600")
+    for params in (
+        {"key": "0" * 64, "name": "counter"},
+        {"key": "../../etc/passwd", "name": "counter"},
+        {"key": ["0" * 64], "name": {"x": 1}},
+        {"key": "0" * 10_000, "name": "x" * 10_000},
+        None,
+        "nonsense",
+    ):
+        reply = json.loads(_raw(daemon, request_line("mcpmux/attach-known", params)))  # type: ignore[arg-type]
+        assert reply["error"]["code"] == -32004, reply
+    attach = Attach("attack", _counter_entry(), Settings(), SecurityConfig(), client="attack")
+    meta = {"timeout_s": 30, "max_message_bytes": 1_000_000, "secrets": []}
+    for known in (
+        {"key": "A" * 64, "name": "counter", "meta": meta},  # not lowercase hex
+        {"key": "a" * 64, "name": "other", "meta": meta},  # another server's name
+        {"key": "a" * 64, "name": "counter", "meta": {**meta, "timeout_s": -1}},
+        {"key": "a" * 64, "name": "counter", "meta": {**meta, "secrets": [1]}},
+        {"key": "a" * 64, "name": "counter"},
+        "a" * 64,
+    ):
+        reply = json.loads(_raw(daemon, request_line("mcpmux/attach", {**attach.params(), "known": known})))
+        assert reply["error"]["code"] == -32602, (known, reply)
+    status = daemon.status()
+    assert status is not None and status["servers"] == []  # nothing was spawned
+
+
+def test_a_known_attach_serves_only_the_entry_kept_under_that_digest_and_name(daemon: Daemon) -> None:
+    """A digest kept for one server never attaches another name, and is only served while its instance runs."""
+    daemon.start("--linger", "600")
+    attach = Attach("attack", _counter_entry(), Settings(), SecurityConfig(), client="cli", answers=("elicitation",))
+    key = "b" * 64
+    meta = {"timeout_s": 30, "max_message_bytes": 1_000_000, "secrets": ["s3cret"]}
+    with socket.socket(socket.AF_UNIX) as keeper:  # a client that sends the whole entry, asking to keep it
+        keeper.settimeout(WAIT_S)
+        keeper.connect(str(daemon.socket))
+        keeper.sendall(
+            request_line("mcpmux/attach", {**attach.params(), "known": {"key": key, "name": "counter", "meta": meta}})
+        )
+        assert b'"result"' in keeper.recv(65536)
+        reply = json.loads(_raw(daemon, request_line("mcpmux/attach-known", {"key": key, "name": "other"})))
+        assert reply["error"]["code"] == -32004
+        with socket.socket(socket.AF_UNIX) as known:
+            known.settimeout(WAIT_S)
+            known.connect(str(daemon.socket))
+            known.sendall(request_line("mcpmux/attach-known", {"key": key, "name": "counter"}))
+            answer = json.loads(known.recv(65536).partition(b"\n")[0])
+            assert answer["result"]["meta"] == {**meta, "timeout_s": 30.0}, answer

@@ -71,6 +71,14 @@ class Daemon:
         code, out, _ = cli("--json", "daemon", "status")
         return json.loads(out) if code == 0 else None
 
+    def kill(self) -> int:
+        """SIGKILL the serving daemon itself (on Linux the child of the guardian a test started); its pid."""
+        status = self.status()
+        assert status is not None, "no daemon answers"
+        pid = int(str(status["pid"]))
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
     def server_pids(self) -> dict[str, int]:
         status = self.status() or {}
         servers = status.get("servers", [])
@@ -99,13 +107,14 @@ class Daemon:
 
 
 def daemon_processes(runtime: Path) -> list[psutil.Process]:
-    """Every ``mcpmux daemon run`` of this user serving ``runtime`` (also those a command started on demand)."""
+    """Every ``mcpmux daemon run`` of this user serving ``runtime`` (also those a command started on demand;
+    on Linux each is the child of a guardian, not counted)."""
     found = []
     for process in psutil.process_iter(["cmdline"]):
         try:
             cmdline = process.info["cmdline"] or []
-            if not {"mcpmux", "daemon", "run"} <= set(cmdline):
-                continue
+            if not {"mcpmux", "daemon", "run"} <= set(cmdline) or any(p.endswith("_reaper.py") for p in cmdline):
+                continue  # not a daemon (or its guardian)
             if process.environ().get("XDG_RUNTIME_DIR") == str(runtime):
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):

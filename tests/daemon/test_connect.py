@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -125,7 +123,7 @@ def test_connect_exits_3_with_one_line_when_the_daemon_is_killed(daemon: Daemon,
         shim.stdin.write(json.dumps(initialize).encode() + b"\n")
         shim.stdin.flush()
         assert json.loads(shim.stdout.readline())["id"] == 1
-        os.kill(process.pid, signal.SIGKILL)
+        daemon.kill()
         shim.wait(WAIT_S)  # stdin still open: only the daemon's end can end it
         _, err = shim.communicate(timeout=WAIT_S)
     finally:

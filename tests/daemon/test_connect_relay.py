@@ -10,8 +10,6 @@ daemon killed mid-session is exit 3 with one line and no server left behind.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -210,7 +208,7 @@ def test_connect_all_exits_3_with_one_line_when_the_daemon_is_killed_and_leaves_
         assert reply["result"]["content"][0]["text"].startswith("1 pid "), reply
         servers = list(daemon.server_pids().values())
         assert servers, "no warm server in the daemon"
-        os.kill(process.pid, signal.SIGKILL)
+        daemon.kill()
         shim.wait(WAIT_S)  # stdin still open: only the daemon's end can end it
         _, err = shim.communicate(timeout=WAIT_S)
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 import sys
 from pathlib import Path
@@ -58,8 +57,10 @@ def test_two_daemons_racing_to_start_one_serves_and_the_other_exits_0_naming_it(
     assert loser.wait(30) == 0
     assert winner.poll() is None
     status = daemon.status()
-    assert status is not None and status["pid"] == winner.pid
-    assert f"already serves {daemon.socket} (pid {winner.pid})" in daemon.log.read_text()
+    assert status is not None
+    serving = int(str(status["pid"]))  # the winner itself, or (Linux) its guardian's child
+    assert winner.pid in (serving, psutil.Process(serving).ppid())
+    assert f"already serves {daemon.socket} (pid {serving})" in daemon.log.read_text()
 
 
 def test_start_status_stop_and_the_socket_is_private(daemon: Daemon) -> None:
@@ -138,13 +139,13 @@ def test_a_killed_daemon_takes_its_children_and_the_next_command_starts_a_new_on
     process = daemon.start("--linger", "600")
     _, child = _bump("counter")
     watchdog = int(str(daemon.status()["watchdog_pid"]))  # type: ignore[index]
-    process.send_signal(signal.SIGKILL)
-    process.wait(30)
+    killed = daemon.kill()
+    process.wait(30)  # the guardian (on Linux) or the daemon itself
     daemon.wait_for(lambda: _gone(child), "the killed daemon's server to be ended by the watchdog")
     daemon.wait_for(lambda: _gone(watchdog), "the watchdog to exit")
     count, fresh = _bump("counter", "--daemon")  # on: a new daemon is started on demand
     assert (count, fresh != child) == (1, True)
-    assert daemon.status()["pid"] != process.pid  # type: ignore[index]
+    assert daemon.status()["pid"] != killed  # type: ignore[index]
 
 
 def test_without_a_usable_daemon_auto_falls_back_and_forced_is_a_clear_error(daemon: Daemon, project: Path) -> None:

@@ -9,8 +9,6 @@ flight (exit 3, the call never made twice).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -128,7 +126,7 @@ def test_a_daemon_killed_during_a_thin_call_is_exit_3_and_the_call_is_not_repeat
             time.sleep(0.05)
         assert marker.exists(), "the call never reached the server"
         marker.unlink()
-        os.kill(process.pid, signal.SIGKILL)
+        daemon.kill()
         out, err = call.communicate(timeout=WAIT_S)
     finally:
         if call.poll() is None:

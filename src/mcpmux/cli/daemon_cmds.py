@@ -42,7 +42,18 @@ def daemon() -> None:
 @_LINGER
 def run_cmd(linger: float | None) -> None:
     """Serve in the foreground (what `daemon start` runs in the background)."""
-    from mcpmux.daemon.service import DEFAULT_LINGER_S, DaemonOptions, serve_daemon
+    import os
+
+    from mcpmux.daemon.service import DEFAULT_LINGER_S, DaemonOptions, guardian_command, serve_daemon
+
+    argv = [sys.executable, "-m", "mcpmux", *(["-v"] * state().verbosity), "daemon", "run"]
+    argv += [] if linger is None else ["--linger", f"{linger:g}"]
+    guarded = guardian_command(argv)
+    if guarded is not None:
+        # This process becomes the guardian (same pid, same parent) and the daemon its child.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(guarded[0], guarded)
 
     def announce(line: str) -> None:
         sys.stderr.write(f"mcpmux daemon: {line}\n")

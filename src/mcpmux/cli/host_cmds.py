@@ -11,15 +11,14 @@ import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import click
 
 from mcpmux.cli import render
-from mcpmux.cli.arguments import call_arguments, json_object
-from mcpmux.cli.completion import complete_prompts, complete_servers, complete_servers_or_tools, complete_tools
+from mcpmux.cli.arguments import json_object
+from mcpmux.cli.completion import complete_prompts, complete_servers, complete_servers_or_tools
 from mcpmux.cli.connecting import daemon_factory, raise_if_unusable, wait_with_progress, warn_unusable
 from mcpmux.cli.output import clip, command_config, emit, json_option, redact_logs, state, table
 from mcpmux.cli.tool_view import print_tool, tool_json
@@ -297,47 +296,10 @@ def prompts_cmd(server: str | None) -> None:
 # -- calls ---------------------------------------------------------------------------------------
 
 
-@click.command("call")
-@click.argument("name", metavar="SERVER:TOOL", shell_complete=complete_tools)
-@click.argument("arguments", metavar="[JSON | KEY=VALUE...]", nargs=-1)
-@click.option(
-    "--args-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read JSON_ARGS from a file."
-)
-@click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds to wait (default: the server's timeout).")
-@click.option(
-    "--yes", "-y", is_flag=True, help="Approve a call that needs approval, this once (deny rules still apply)."
-)
-@click.option(
-    "--no-validate",
-    "no_validate",
-    is_flag=True,
-    help="Send the arguments without checking them against the tool's input schema (for schemas that lie).",
-)
-@click.option("--no-cache", "no_cache", is_flag=True, help="Call the server even if the server's cache holds a result.")
-@json_option
-def call_cmd(
-    name: str,
-    arguments: tuple[str, ...],
-    args_file: Path | None,
-    timeout: float | None,
-    yes: bool,
-    no_validate: bool,
-    no_cache: bool,
+def call_full(
+    name: str, args: JSONObject, *, timeout: float | None, yes: bool, no_validate: bool, no_cache: bool
 ) -> int:
-    """Call a tool by its canonical name and print the result; exit 1 if the tool reports an error.
-
-    Arguments are one JSON object ('{"path": "a.txt"}') or KEY=VALUE pairs (path=a.txt n=3), where a
-    VALUE that parses as JSON is taken as JSON (3, true, null, [1]) and any other as a string;
-    KEY:=JSON insists on JSON. Arguments that do not match the tool's input schema are refused
-    before anything is sent (exit 2, naming the argument); --no-validate sends them anyway.
-    """
-    args = call_arguments(arguments, args_file)
-    if timeout is None and not (no_validate or no_cache):
-        from mcpmux.cli.thin import thin_call
-
-        wire = thin_call(name, args, yes=yes)  # a warm server in the daemon: no SDK, no manager here
-        if wire is not None:
-            return _print_wire_result(name, wire)
+    """``mcpmux call`` on the ordinary path: this command's own host (:mod:`mcpmux.cli.call_cmds`)."""
     from mcpmux.cli.approval import approve_this_invocation
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -365,40 +327,8 @@ def call_cmd(
     return EXIT_OK
 
 
-def _print_wire_result(name: str, wire: JSONObject) -> int:
-    """A ``tools/call`` result as the daemon sent it, printed as :func:`call_cmd` prints the SDK's."""
-    from mcpmux.daemon.thin import Wire
-
-    if state().json:
-        import mcp_types
-
-        emit(render.dump(mcp_types.CallToolResult.model_validate(wire)))
-    else:
-        render.print_tool_result(Wire(wire))  # type: ignore[arg-type]  # read like the SDK's model
-    if wire.get("isError"):
-        sys.stderr.write(f"Error: tool {name!r} reported an error\n")
-        return EXIT_FAILED
-    return EXIT_OK
-
-
-@click.command("read")
-@click.argument("server", shell_complete=complete_servers)
-@click.argument("uri")
-@json_option
-def read_cmd(server: str, uri: str) -> None:
-    """Read resource URI of SERVER and print its contents."""
-    from mcpmux.cli.thin import thin_read
-    from mcpmux.daemon.thin import Wire
-
-    wire = thin_read(server, uri)  # a warm server in the daemon: no SDK, no manager here
-    if wire is not None:
-        if state().json:
-            import mcp_types
-
-            emit(render.dump(mcp_types.ReadResourceResult.model_validate(wire)))
-        else:
-            render.print_resource_contents(Wire(wire))  # type: ignore[arg-type]  # read like the SDK's model
-        return
+def read_full(server: str, uri: str) -> None:
+    """``mcpmux read`` on the ordinary path: this command's own host (:mod:`mcpmux.cli.call_cmds`)."""
 
     async def body(config: Config) -> Any:
         config.server(server)

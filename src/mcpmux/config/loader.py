@@ -12,7 +12,6 @@ import difflib
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from mcpmux.config.models import (
     WebSocketServerConfig,
 )
 from mcpmux.config.parse import PathPart, format_path, line_of, read_data
-from mcpmux.config.paths import project_config_file, user_config_file
+from mcpmux.config.paths import ConfigSource, config_sources
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.json_shapes import JSONObject
 
@@ -78,31 +77,6 @@ _MIN_SECRET_LEN = 4
 _PUBLIC_VARIABLES = frozenset(
     {"HOME", "USER", "LOGNAME", "PWD", "OLDPWD", "PATH", "SHELL", "LANG", "TZ", "TMPDIR", "TERM", "workspaceFolder"}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSource:
-    """A place configuration may come from, and whether a file is there."""
-
-    role: str
-    path: Path
-
-    @property
-    def exists(self) -> bool:
-        return self.path.is_file()
-
-
-def config_sources(explicit: Path | str | None = None, *, cwd: Path | None = None) -> list[ConfigSource]:
-    """The candidate files in precedence order (lowest first), present or not.
-
-    ``explicit`` (``--config``) wins over ``MCPMUX_CONFIG``; either is added last.
-    """
-    sources = [ConfigSource("user", user_config_file()), ConfigSource("project", project_config_file(cwd))]
-    chosen = explicit or os.environ.get("MCPMUX_CONFIG") or None
-    if chosen:
-        role = "--config" if explicit else "MCPMUX_CONFIG"
-        sources.append(ConfigSource(role, Path(chosen).expanduser()))
-    return sources
 
 
 def load_config(

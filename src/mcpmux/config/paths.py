@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "DB_ENV",
+    "ConfigSource",
+    "config_sources",
     "configured_url",
     "data_dir",
     "project_config_file",
@@ -58,3 +61,28 @@ def configured_url(config_url: str | None = None) -> str | None:
     """The one database every part uses: ``MCPMUX_DB`` when set, else ``storage.url`` of the
     config; ``None`` when neither is (each part then uses its own SQLite file in the data dir)."""
     return os.environ.get(DB_ENV) or config_url or None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSource:
+    """A place configuration may come from, and whether a file is there."""
+
+    role: str
+    path: Path
+
+    @property
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+
+def config_sources(explicit: Path | str | None = None, *, cwd: Path | None = None) -> list[ConfigSource]:
+    """The candidate files in precedence order (lowest first), present or not.
+
+    ``explicit`` (``--config``) wins over ``MCPMUX_CONFIG``; either is added last.
+    """
+    sources = [ConfigSource("user", user_config_file()), ConfigSource("project", project_config_file(cwd))]
+    chosen = explicit or os.environ.get("MCPMUX_CONFIG") or None
+    if chosen:
+        role = "--config" if explicit else "MCPMUX_CONFIG"
+        sources.append(ConfigSource(role, Path(chosen).expanduser()))
+    return sources

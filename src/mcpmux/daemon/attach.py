@@ -32,11 +32,26 @@ from typing import Any
 from pydantic import SecretStr
 
 from mcpmux.config.models import Config, DaemonMode, SecurityConfig, ServerConfig, Settings, StdioServerConfig
+from mcpmux.daemon.wire import (
+    ATTACH,
+    ATTACH_ALL,
+    ATTACH_KNOWN,
+    MAX_ATTACH_BYTES,
+    REQUEST_ID,
+    STATUS,
+    STOP,
+    TOOLS,
+    error_reply,
+    request_line,
+    result_reply,
+)
 from mcpmux.json_shapes import JSONObject
 
 __all__ = [
     "ATTACH",
     "ATTACH_ALL",
+    "ATTACH_KNOWN",
+    "MAX_ATTACH_BYTES",
     "REQUEST_ID",
     "STATUS",
     "STOP",
@@ -51,12 +66,6 @@ __all__ = [
     "servable",
 ]
 
-ATTACH, ATTACH_ALL, STATUS, STOP = "mcpmux/attach", "mcpmux/attach-all", "mcpmux/status", "mcpmux/stop"
-TOOLS = "mcpmux/tools"
-"""With an attach's ``params``: the instance's tools as its guard lists them (synthetic ones too), one answer."""
-REQUEST_ID = "mcpmux"
-# The first line is read before anything else is known about the client: kept small.
-MAX_ATTACH_BYTES = 1024 * 1024
 _MODES: tuple[DaemonMode, ...] = ("auto", "on", "off")
 
 
@@ -178,25 +187,6 @@ def servable(server: ServerConfig) -> bool:
 def origin_of(config: Config) -> str:
     """Which client configuration an attach comes from: its last file and the working directory."""
     return f"{config.sources[-1] if config.sources else ''}@{Path.cwd()}"
-
-
-def request_line(method: str, params: JSONObject | None = None) -> bytes:
-    """One request line of ``method``."""
-    message: JSONObject = {"jsonrpc": "2.0", "id": REQUEST_ID, "method": method}
-    if params is not None:
-        message["params"] = params
-    return json.dumps(message).encode() + b"\n"
-
-
-def result_reply(result: JSONObject) -> bytes:
-    """The success answer to the first request."""
-    return json.dumps({"jsonrpc": "2.0", "id": REQUEST_ID, "result": result}).encode() + b"\n"
-
-
-def error_reply(message: str, code: int = -32000) -> bytes:
-    """The error answer to the first request."""
-    error = {"code": code, "message": message}
-    return json.dumps({"jsonrpc": "2.0", "id": REQUEST_ID, "error": error}).encode() + b"\n"
 
 
 def _plain(value: Any) -> Any:

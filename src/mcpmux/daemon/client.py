@@ -114,7 +114,14 @@ async def exchange(
     except TimeoutError as exc:
         await stream.aclose()
         raise DaemonUnavailable(where, f"no answer to {method} within {REPLY_TIMEOUT_S:g} s") from exc
-    except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, OSError, ValueError) as exc:
+    except (
+        anyio.EndOfStream,
+        anyio.IncompleteRead,
+        anyio.DelimiterNotFound,
+        anyio.BrokenResourceError,  # reset by the daemon (anyio's word for ECONNRESET/EPIPE)
+        OSError,
+        ValueError,
+    ) as exc:
         await stream.aclose()
         raise DaemonUnavailable(where, f"the connection closed before it answered {method}") from exc
     if "error" in reply:

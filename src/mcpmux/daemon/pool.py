@@ -111,6 +111,13 @@ class Pool:
     def instances(self) -> list[Instance]:
         return list(self._instances.values())
 
+    def warm(self, attach: Attach) -> bool:
+        """Whether a shared instance of ``attach`` runs and takes clients (nothing would be started)."""
+        if getattr(attach.server, "share", "machine") != "machine":
+            return False
+        instance = self._instances.get(attach.fingerprint)
+        return instance is not None and instance.ready.is_set() and not instance.stopping
+
     async def acquire(self, attach: Attach) -> Instance:
         """The instance for ``attach``, started if needed, with one more client.
 

@@ -18,7 +18,9 @@ import logging
 import os
 import signal
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from mcpmux.config.models import DEFAULT_MAX_MESSAGE_BYTES
 from mcpmux.daemon.attach import (
     ATTACH,
     ATTACH_ALL,
+    ATTACH_KNOWN,
     MAX_ATTACH_BYTES,
     STATUS,
     STOP,
@@ -41,24 +44,52 @@ from mcpmux.daemon.attach import (
     error_reply,
     result_reply,
 )
+from mcpmux.daemon.known import KEY_CHARS
 from mcpmux.daemon.paths import socket_path
 from mcpmux.daemon.peer import peer_credentials
 from mcpmux.daemon.pool import REAP_INTERVAL_S, Instance, Pool, Refused
 from mcpmux.daemon.session import serve_all, tagged
 from mcpmux.daemon.watchdog import Watchdog
+from mcpmux.daemon.wire import UNKNOWN_KEY
 from mcpmux.errors import ConfigError, MCPMuxError
 from mcpmux.gateway.caller import LocalCaller
 from mcpmux.json_shapes import JSONObject
 from mcpmux.policy import StateStore
+from mcpmux.servers._reaper import (
+    AVAILABLE as REAPER_AVAILABLE,
+    GUARDIAN_ENV,
+    SWEEP_SIGNAL,
+    adopt_guardian,
+    guardian_argv,
+    has_children,
+)
 from mcpmux.transports.tcp import framed_streams
 
-__all__ = ["ATTACH_TIMEOUT_S", "DEFAULT_LINGER_S", "DaemonOptions", "already_serving", "serve_daemon"]
+__all__ = [
+    "ATTACH_TIMEOUT_S",
+    "DEFAULT_LINGER_S",
+    "GUARDIAN_GRACE_S",
+    "DaemonOptions",
+    "already_serving",
+    "guardian_command",
+    "serve_daemon",
+]
 
 logger = logging.getLogger(__name__)
+
+_HUNG_UP = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
+"""What a client that went away makes a connection's reads and writes raise."""
 
 DEFAULT_LINGER_S = 60.0
 ATTACH_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 15.0
+KNOWN_KEPT = 256
+"""How many attaches the daemon keeps by the digest of their commands' inputs (the newest used)."""
+MAX_KNOWN_TIMEOUT_S = 7 * 24 * 3600.0
+SWEEP_CHECK_S = 2.0
+"""How often an idle daemon looks whether it may have its guardian sweep strays (a ``/proc`` scan)."""
+GUARDIAN_GRACE_S = 3.0
+"""How long a dead daemon's servers have between SIGTERM and SIGKILL (from its guardian)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +98,19 @@ class DaemonOptions:
 
     linger_s: float = DEFAULT_LINGER_S
     socket: Path | None = None
+
+
+def guardian_command(argv: list[str]) -> list[str] | None:
+    """``argv`` (the daemon's command) run under a guardian, or ``None`` when it runs as it is.
+
+    On Linux the daemon runs as the child of a guardian (:mod:`mcpmux.servers._reaper`), the one
+    reaper of the daemon and all its servers, which then need no reaper process each; it ends
+    whatever the daemon leaves behind, however the daemon ended. ``None`` elsewhere, and in the
+    guardian's own child.
+    """
+    if not REAPER_AVAILABLE or GUARDIAN_ENV in os.environ:
+        return None
+    return guardian_argv(argv, grace_s=GUARDIAN_GRACE_S)
 
 
 def already_serving(lock: Path) -> int | None:
@@ -110,14 +154,16 @@ async def serve_daemon(options: DaemonOptions, announce: Callable[[str], None]) 
 
 async def _serve_locked(path: Path, options: DaemonOptions, announce: Callable[[str], None]) -> None:
     _unlink(path)  # a killed daemon's socket: we hold the lock, no one serves it
-    watchdog = await Watchdog.start()
+    guardian = adopt_guardian()
+    # Without a guardian (not Linux, or `daemon run` started some other way), a watchdog of our own.
+    watchdog = await Watchdog.start() if guardian is None else None
     store = StateStore()
     try:
         async with await anyio.create_unix_listener(path, mode=0o600) as listener:
             inode = os.stat(path).st_ino
             try:
                 async with anyio.create_task_group() as tg:
-                    daemon = _Daemon(tg, store, options, watchdog, path)
+                    daemon = _Daemon(tg, store, options, path, watchdog=watchdog, guardian=guardian)
                     tg.start_soon(daemon.watch)
                     tg.start_soon(_stop_on_signal, daemon.stopping)
                     tg.start_soon(listener.serve, daemon.serve_one, tg)
@@ -128,17 +174,29 @@ async def _serve_locked(path: Path, options: DaemonOptions, announce: Callable[[
             finally:
                 _unlink(path, inode)
     finally:
-        await watchdog.close()
+        if watchdog is not None:
+            await watchdog.close()
         store.close()
     announce("stopped")
 
 
 class _Daemon:
     def __init__(
-        self, tg: anyio.abc.TaskGroup, store: StateStore, options: DaemonOptions, watchdog: Watchdog, path: Path
+        self,
+        tg: anyio.abc.TaskGroup,
+        store: StateStore,
+        options: DaemonOptions,
+        path: Path,
+        *,
+        watchdog: Watchdog | None,
+        guardian: int | None,
     ) -> None:
         self.pool, self.store = Pool(tg, store), store
-        self.options, self.watchdog, self.path = options, watchdog, path
+        self.options, self.path = options, path
+        self.watchdog, self.guardian = watchdog, guardian
+        self.known: OrderedDict[tuple[str, str], tuple[JSONObject, JSONObject]] = OrderedDict()
+        self._swept = True  # nothing ran yet: nothing to sweep
+        self._next_sweep_check = 0.0
         self.stopping = anyio.Event()
         self.connections = 0
         self.started = time.time()
@@ -148,7 +206,9 @@ class _Daemon:
         """Stop idle servers, keep the watchdog's list current, stop the daemon when nothing uses it."""
         while True:
             self.pool.reap_idle()
-            await self.watchdog.track(self.pool.pids())
+            if self.watchdog is not None:
+                await self.watchdog.track(self.pool.pids())
+            self._sweep_strays()
             if self.connections or self.pool.instances:
                 self._quiet_since = time.monotonic()
             elif time.monotonic() - self._quiet_since >= self.options.linger_s:
@@ -157,6 +217,27 @@ class _Daemon:
                 return
             await anyio.sleep(REAP_INTERVAL_S)
 
+    def _sweep_strays(self) -> None:
+        """Once no server runs, have the guardian end what stopped servers left outside their groups.
+
+        A server's process group is ended with it; a descendant that left the group (``setsid``,
+        a double fork) is orphaned to the guardian, which ends it now (or when the daemon exits).
+        While any server runs (an instance, or any child process of the daemon), a stray may be one
+        of that server's: it is left alone until then.
+        """
+        if self.pool.instances:
+            self._swept = False
+        elif not self._swept and self.guardian is not None and time.monotonic() >= self._next_sweep_check:
+            self._next_sweep_check = time.monotonic() + SWEEP_CHECK_S
+            if has_children(os.getpid()):
+                return  # a server no instance holds (a session's own per-call server) may own a stray: later
+            self._swept = True
+            if os.getppid() != self.guardian:  # it died (and its signal stops us): the pid is not its
+                logger.warning("the guardian (pid %d) is gone; stopping", self.guardian)
+                self.stopping.set()
+                return
+            os.kill(self.guardian, SWEEP_SIGNAL)
+
     async def shutdown(self) -> None:
         self.pool.stop_all()
         with anyio.move_on_after(STOP_TIMEOUT_S):
@@ -164,57 +245,117 @@ class _Daemon:
                 await instance.stopped.wait()
 
     async def serve_one(self, stream: anyio.abc.SocketStream) -> None:
+        """One client's connection; whatever happens to it ends that connection only, never the daemon."""
         self.connections += 1
         try:
-            await self._serve_one(stream)
+            async with stream:
+                await self._answer(stream)
+        except _HUNG_UP as exc:
+            logger.info("a client hung up before its answer was sent: %s", type(exc).__name__)
         finally:
             self.connections -= 1
             self._quiet_since = time.monotonic()
 
+    async def _answer(self, stream: anyio.abc.SocketStream) -> None:
+        try:
+            await self._serve_one(stream)
+        except _HUNG_UP:
+            raise
+        except Exception as exc:  # a bug in one request's handling: say so to the client and in the log
+            if isinstance(exc, ExceptionGroup) and exc.split(_HUNG_UP)[1] is None:
+                raise anyio.BrokenResourceError from exc  # only hang-ups, from the session's tasks
+            logger.exception("a request failed unexpectedly; the connection is closed, the daemon serves on")
+            message = f"the daemon failed this request ({type(exc).__name__}: {exc}); its log has the details"
+            with anyio.move_on_after(ATTACH_TIMEOUT_S), suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.send(error_reply(message, -32603))
+
     async def _serve_one(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            peer = peer_credentials(stream.extra(SocketAttribute.raw_socket))
-            if not peer.same_user:
-                logger.warning("refused a connection from uid %d (pid %d): not this user", peer.uid, peer.pid)
-                return
-            buffered = BufferedByteStream(stream)
-            request = await _first_request(buffered)
-            if request is None:
-                return
-            method, params = request
-            if method == STATUS:
-                await stream.send(result_reply(self.status()))
-            elif method == STOP:
-                await stream.send(result_reply({"pid": os.getpid(), "stopping": True}))
-                self.stopping.set()
-            elif method == ATTACH:
-                await self._attach(buffered, stream, params, peer.pid)
-            elif method == ATTACH_ALL:
-                await self._attach_all(buffered, stream, params, peer.pid)
-            elif method == TOOLS:
-                await self._tools(stream, params)
-            else:
-                await stream.send(error_reply(f"unknown first request {method!r}", -32601))
+        peer = peer_credentials(stream.extra(SocketAttribute.raw_socket))
+        if not peer.same_user:
+            logger.warning("refused a connection from uid %d (pid %d): not this user", peer.uid, peer.pid)
+            return
+        buffered = BufferedByteStream(stream)
+        request = await _first_request(buffered)
+        if request is None:
+            return
+        method, params = request
+        if method == STATUS:
+            await stream.send(result_reply(self.status()))
+        elif method == STOP:
+            await stream.send(result_reply({"pid": os.getpid(), "stopping": True}))
+            self.stopping.set()
+        elif method == ATTACH:
+            await self._attach(buffered, stream, params, peer.pid)
+        elif method == ATTACH_KNOWN:
+            await self._attach_known(buffered, stream, params, peer.pid)
+        elif method == ATTACH_ALL:
+            await self._attach_all(buffered, stream, params, peer.pid)
+        elif method == TOOLS:
+            await self._tools(stream, params)
+        else:
+            await stream.send(error_reply(f"unknown first request {method!r}", -32601))
 
     async def _attach(
         self, buffered: BufferedByteStream, stream: anyio.abc.SocketStream, params: Any, pid: int
     ) -> None:
+        params = params if isinstance(params, dict) else {}
         try:
-            attach = Attach.from_params(params if isinstance(params, dict) else {})
+            attach = Attach.from_params(params)
+            known = _known_entry(params.get("known"), attach)
         except (ConfigError, KeyError, TypeError, ValueError) as exc:
             await stream.send(error_reply(f"invalid attach request: {exc}", -32602))
             return
+        await self._serve_attached(buffered, stream, attach, pid, known=known, params=params)
+
+    async def _attach_known(
+        self, buffered: BufferedByteStream, stream: anyio.abc.SocketStream, params: Any, pid: int
+    ) -> None:
+        """An attach by the digest of a command's inputs: the one an earlier command of those inputs sent."""
+        params = params if isinstance(params, dict) else {}
+        key, name = params.get("key"), params.get("name")
+        kept = self.known.get((key, name)) if isinstance(key, str) and isinstance(name, str) else None
+        attach = None if kept is None else Attach.from_params(kept[0])
+        if attach is None or kept is None or not self.pool.warm(attach):
+            why = "no attach of these inputs" if kept is None else "its instance is not running"
+            await stream.send(error_reply(f"{why}: send the whole entry", UNKNOWN_KEY))
+            return
+        self.known.move_to_end((key, name))
+        await self._serve_attached(buffered, stream, attach, pid, meta=kept[1])
+
+    async def _serve_attached(
+        self,
+        buffered: BufferedByteStream,
+        stream: anyio.abc.SocketStream,
+        attach: Attach,
+        pid: int,
+        *,
+        known: tuple[str, JSONObject] | None = None,
+        params: JSONObject | None = None,
+        meta: JSONObject | None = None,
+    ) -> None:
         try:
             instance = await self.pool.acquire(attach)
         except Refused as exc:
             await stream.send(error_reply(str(exc)))
             return
         try:
-            reply = {"daemon_pid": os.getpid(), "server_pid": instance.pid, "instance": instance.key[:12]}
+            if known is not None and params is not None:
+                self._keep(known[0], attach.server.name, params, known[1])
+            reply: JSONObject = {"daemon_pid": os.getpid(), "server_pid": instance.pid, "instance": instance.key[:12]}
+            if meta is not None:
+                reply["meta"] = meta
             await stream.send(result_reply(reply))
             await _serve_mcp(instance, buffered, pid, attach.settings.max_message_bytes)
         finally:
             self.pool.release(instance)
+
+    def _keep(self, key: str, name: str, params: JSONObject, meta: JSONObject) -> None:
+        """Keep an attach under the digest of its command's inputs (the newest :data:`KNOWN_KEPT`)."""
+        entry = {k: v for k, v in params.items() if k != "known"}
+        self.known[(key, name)] = (entry, meta)
+        self.known.move_to_end((key, name))
+        while len(self.known) > KNOWN_KEPT:
+            self.known.popitem(last=False)
 
     async def _tools(self, stream: anyio.abc.SocketStream, params: Any) -> None:
         """The instance's tools as its guard lists them (what ``Host.tools()`` gives the CLI), then close."""
@@ -251,9 +392,37 @@ class _Daemon:
             "socket": str(self.path),
             "uptime_s": round(time.time() - self.started, 1),
             "clients": self.connections - 1,
-            "watchdog_pid": self.watchdog.pid,
+            "watchdog_pid": self.guardian if self.watchdog is None else self.watchdog.pid,
+            "guardian": self.guardian is not None,
             "servers": [i.describe() for i in self.pool.instances],
         }
+
+
+def _known_entry(known: Any, attach: Attach) -> tuple[str, JSONObject] | None:
+    """The ``known`` part of an attach: the digest to keep it under and what a command needs then.
+
+    Raises:
+        ValueError: it is not one (the attach is refused: a client sends it well-formed or not at all).
+    """
+    if known is None:
+        return None
+    if not isinstance(known, dict):
+        raise ValueError("known must be an object")
+    key, name, meta = known.get("key"), known.get("name"), known.get("meta")
+    if not (isinstance(key, str) and len(key) == KEY_CHARS and all(c in "0123456789abcdef" for c in key)):
+        raise ValueError(f"known.key must be {KEY_CHARS} lowercase hex digits")
+    if name != attach.server.name:
+        raise ValueError("known.name must be the attached server's name")
+    if not isinstance(meta, dict):
+        raise ValueError("known.meta must be an object")
+    timeout_s, max_bytes, secrets = meta.get("timeout_s"), meta.get("max_message_bytes"), meta.get("secrets")
+    if not (isinstance(timeout_s, int | float) and 0 < timeout_s <= MAX_KNOWN_TIMEOUT_S):
+        raise ValueError(f"known.meta.timeout_s must be a number of seconds up to {MAX_KNOWN_TIMEOUT_S:g}")
+    if not (isinstance(max_bytes, int) and max_bytes > 0):
+        raise ValueError("known.meta.max_message_bytes must be a positive integer")
+    if not (isinstance(secrets, list) and all(isinstance(v, str) for v in secrets)):
+        raise ValueError("known.meta.secrets must be a list of strings")
+    return key, {"timeout_s": float(timeout_s), "max_message_bytes": max_bytes, "secrets": secrets}
 
 
 def _listed(tool: Any) -> JSONObject:

@@ -25,21 +25,34 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpmux import __version__
 from mcpmux.canonical_names import canonical_name
-from mcpmux.config.models import Config, ServerConfig
-from mcpmux.daemon.attach import ATTACH, MAX_ATTACH_BYTES, TOOLS, Attach, origin_of, request_line
 from mcpmux.daemon.paths import check_owned, socket_path
+from mcpmux.daemon.wire import ATTACH, ATTACH_KNOWN, MAX_ATTACH_BYTES, REQUEST_ID, TOOLS, UNKNOWN_KEY, request_line
 from mcpmux.errors import ERROR_META, DaemonUnavailable, RemoteError
 from mcpmux.json_shapes import JSONObject
 
-__all__ = ["APPROVAL_META", "ListedTool", "NotThin", "ThinSession", "Wire", "list_tools", "thin_answers"]
+if TYPE_CHECKING:
+    from mcpmux.config.models import Config, ServerConfig
+
+__all__ = [
+    "APPROVAL_META",
+    "KNOWN_ATTACH_TIMEOUT_S",
+    "ListedTool",
+    "NotThin",
+    "ThinSession",
+    "Wire",
+    "list_tools",
+    "thin_answers",
+]
 
 APPROVAL_META = "io.mcpmux/approval"  # mcpmux.policy.chained.APPROVAL_META (that module imports the SDK)
 PROTOCOL_VERSION = "2025-11-25"
 CLIENT_INFO = {"name": "mcpmux", "version": __version__}  # as the SDK client of the full path says
+KNOWN_ATTACH_TIMEOUT_S = 60.0
+"""How long a known attach may take (the daemon answers it only from a warm instance)."""
 _PRE_EXECUTION = frozenset({"UsageError", "PolicyError", "ConfigError"})
 """Error kinds the guard raises before anything reaches the server: the full path reproduces them."""
 
@@ -81,6 +94,8 @@ def list_tools(config: Config, server: ServerConfig, *, timeout_s: float, path: 
     Raises:
         NotThin: no daemon answers, or it will not serve ``server`` (the full path decides what next).
     """
+    from mcpmux.daemon.attach import Attach, origin_of
+
     attach = Attach(origin_of(config), server, config.settings, config.security, client="cli", answers=thin_answers())
     try:
         where = path or socket_path()
@@ -157,19 +172,63 @@ def _wire(value: Any) -> Any:
 
 
 class ThinSession:
-    """One attached, initialized MCP session with the daemon's instance of ``server`` (a context manager).
+    """One attached, initialized MCP session with the daemon's instance of a server (a context manager).
+
+    Made by :meth:`attached` (the command loaded its configuration: the whole entry travels, and
+    with ``known`` the daemon keeps it under the digest of the command's inputs) or :meth:`known`
+    (only that digest and the server's name travel: the daemon serves the entry it kept, if its
+    instance is warm). :attr:`meta` is what the command needs of its configuration then.
 
     Raises (on entry):
-        NotThin: no daemon answers, or it will not serve ``server`` (the full path decides what next).
+        NotThin: no daemon answers, or it will not serve the server (the full path decides what next).
     """
 
-    def __init__(self, config: Config, server: ServerConfig, *, timeout_s: float, path: Path | None = None) -> None:
-        self.config, self.server, self.timeout_s = config, server, timeout_s
+    def __init__(
+        self, first: bytes, *, server_name: str, max_message_bytes: int, timeout_s: float, path: Path | None = None
+    ) -> None:
+        self.first, self.server_name, self.timeout_s = first, server_name, timeout_s
+        self.max_message_bytes = max_message_bytes
         self.path = path
+        self.meta: JSONObject = {}
         self._sock: socket.socket | None = None
         self._buffer = b""
         self._next_id = 1
         self.sent = False
+
+    @classmethod
+    def attached(
+        cls,
+        config: Config,
+        server: ServerConfig,
+        *,
+        timeout_s: float,
+        path: Path | None = None,
+        known: tuple[str, JSONObject] | None = None,
+    ) -> ThinSession:
+        """A session attached with the whole entry; ``known`` (the inputs' digest and what a command
+        needs of the configuration) asks the daemon to keep this attach under that digest."""
+        from mcpmux.daemon.attach import Attach, origin_of
+
+        attach = Attach(
+            origin_of(config), server, config.settings, config.security, client="cli", answers=thin_answers()
+        )
+        params = attach.params()
+        if known is not None:
+            params["known"] = {"key": known[0], "name": server.name, "meta": known[1]}
+        first = request_line(ATTACH, params)
+        return cls(
+            first, server_name=server.name, max_message_bytes=config.settings.max_message_bytes,
+            timeout_s=timeout_s, path=path,
+        )  # fmt: skip
+
+    @classmethod
+    def known(cls, key: str, server_name: str, *, path: Path | None = None) -> ThinSession:
+        """A session attached by the digest of the command's inputs (:mod:`mcpmux.daemon.known`)."""
+        first = request_line(ATTACH_KNOWN, {"key": key, "name": server_name})
+        return cls(
+            first, server_name=server_name, max_message_bytes=MAX_ATTACH_BYTES, timeout_s=KNOWN_ATTACH_TIMEOUT_S,
+            path=path,
+        )  # fmt: skip
 
     def __enter__(self) -> ThinSession:
         try:
@@ -181,15 +240,14 @@ class ThinSession:
         except (OSError, DaemonUnavailable) as exc:
             self.close()
             raise NotThin(f"no daemon: {exc}") from exc
-        config = self.config
-        attach = Attach(
-            origin_of(config), self.server, config.settings, config.security, client="cli", answers=thin_answers()
-        )
         try:
-            self._send_raw(request_line(ATTACH, attach.params()))
+            self._send_raw(self.first)
             reply = _parse(self._line(MAX_ATTACH_BYTES))
             if "error" in reply:
-                raise NotThin(f"the daemon will not serve it: {reply['error'].get('message')}")
+                unknown = isinstance(reply["error"], Mapping) and reply["error"].get("code") == UNKNOWN_KEY
+                reason = "it keeps no attach of these inputs" if unknown else "it will not serve it"
+                raise NotThin(f"{reason}: {reply['error'].get('message')}")
+            self._adopt(reply.get("result"))
             hello = {
                 "protocolVersion": PROTOCOL_VERSION,
                 "capabilities": {"elicitation": {}},
@@ -197,13 +255,26 @@ class ThinSession:
             }
             self._request("initialize", hello)
             self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
             self.close()
             raise NotThin(f"the daemon did not attach it: {exc}") from exc
         except BaseException:
             self.close()
             raise
         return self
+
+    def _adopt(self, result: Any) -> None:
+        """Take what a known attach's answer says of the configuration (timeouts, limits, secrets)."""
+        meta = result.get("meta") if isinstance(result, Mapping) else None
+        if meta is None:
+            return
+        if not isinstance(meta, Mapping):
+            raise ValueError("a known attach's answer without its meta")
+        self.meta = dict(meta)
+        self.timeout_s = float(meta["timeout_s"])
+        self.max_message_bytes = int(meta["max_message_bytes"])
+        if self._sock is not None:
+            self._sock.settimeout(self.timeout_s)
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
@@ -247,7 +318,7 @@ class ThinSession:
         except _JsonRpcError as exc:
             if method != "tools/call":  # reads and prompts do not change anything: say it exactly
                 raise NotThin(f"the daemon answered {method} with an error: {exc}") from exc
-            raise RemoteError("ServerError", f"server {self.server.name!r} rejected {method}: {exc}", None, 1) from exc
+            raise RemoteError("ServerError", f"server {self.server_name!r} rejected {method}: {exc}", None, 1) from exc
         except (OSError, ValueError) as exc:
             where = self.path or socket_path()
             raise DaemonUnavailable(where, f"the connection closed before it answered {method} ({exc})") from exc
@@ -268,9 +339,11 @@ class ThinSession:
         ident = self._next_id
         self._next_id += 1
         self._send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
-        limit = self.config.settings.max_message_bytes
+        limit = self.max_message_bytes
         while True:
             message = _parse(self._line(limit))
+            if message.get("id") == REQUEST_ID and "error" in message:  # the daemon failed the session
+                raise ValueError(str((message["error"] or {}).get("message", message["error"])))
             if message.get("id") == ident and "method" not in message:
                 if "error" in message:
                     raise _JsonRpcError(message["error"])
@@ -295,7 +368,7 @@ class ThinSession:
             answer = {"action": "accept", "content": {"decision": decision}}
             self._send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
             return
-        reason = f"{method} from {self.server.name!r}: this mcpmux face cannot answer questions"
+        reason = f"{method} from {self.server_name!r}: this mcpmux face cannot answer questions"
         self._send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32600, "message": reason}})
 
     def _send(self, message: JSONObject) -> None:

@@ -16,6 +16,20 @@ reparented to it instead of to init, so it can always find them (``/proc/*/stat`
 Run as a file with ``-I -S`` (stdlib only, fast start). Used by the stdio transport and by the
 workspace's commands; it lives in the built-in servers' package, the lower of the two layers.
 Elsewhere than Linux it is not used (:data:`AVAILABLE`).
+
+**Guardian mode** (``--guardian``, :func:`guardian_argv`): one reaper for a long-lived process and
+every process it will ever start, such as the daemon (:mod:`mcpmux.daemon.service`), which then
+starts its stdio servers without a reaper each (:func:`per_process_reaper`):
+
+- It has no host: it lives as long as the command, and its command is not killed with a parent.
+  The command gets :data:`GUARDIAN_ENV` (the guardian's pid, to be :func:`adopted <adopt_guardian>`),
+  its own process group (a signal sent to the guardian is forwarded to it, once) and
+  ``PR_SET_PDEATHSIG(SIGTERM)``: a killed guardian stops it cleanly.
+- When the command exits, however it ended (SIGKILL included), every remaining descendant (the
+  command's servers, and whatever left their groups, orphaned to the guardian) gets SIGTERM, then
+  SIGKILL after ``--grace`` seconds.
+- ``SIGUSR2`` (:data:`SWEEP_SIGNAL`, sent by the command when it runs nothing) kills every descendant
+  that is not the command's own: the strays its stopped servers left behind.
 """
 
 from __future__ import annotations
@@ -31,11 +45,27 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
 
-__all__ = ["AVAILABLE", "KILL_SIGNAL", "main", "reaper_argv"]
+__all__ = [
+    "AVAILABLE",
+    "GUARDIAN_ENV",
+    "KILL_SIGNAL",
+    "SWEEP_SIGNAL",
+    "adopt_guardian",
+    "guardian_argv",
+    "has_children",
+    "main",
+    "per_process_reaper",
+    "reaper_argv",
+]
 
 AVAILABLE = sys.platform == "linux" and os.path.isdir("/proc")
 KILL_SIGNAL = signal.SIGUSR1
 """Sent to the reaper: kill every descendant now and exit."""
+SWEEP_SIGNAL = signal.SIGUSR2
+"""Sent to a guardian: kill every descendant outside the command's own tree, and go on."""
+GUARDIAN_ENV = "MCPMUX_GUARDIAN"
+"""Set for a guardian's command: the guardian's pid."""
+_guarded = False
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _SWEEP_PAUSE_S = 0.005
 _MAX_SWEEPS = 2000
@@ -46,6 +76,10 @@ class _KillNow(Exception):
     """Raised from the SIGUSR1 handler to leave the wait."""
 
 
+class _Sweep(Exception):
+    """Raised from a guardian's SIGUSR2 handler: end the strays, then wait on."""
+
+
 def reaper_argv(argv: list[str]) -> list[str]:
     """``argv`` run under the reaper (unchanged where it is not available)."""
     if not AVAILABLE:
@@ -53,7 +87,37 @@ def reaper_argv(argv: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), "--", *argv]
 
 
-def _descendants(root: int) -> list[int]:
+def guardian_argv(argv: list[str], *, grace_s: float) -> list[str]:
+    """``argv`` run under a guardian (see the module); Linux only (:data:`AVAILABLE`)."""
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), "--guardian", "--grace", f"{grace_s:g}", "--", *argv]
+
+
+def adopt_guardian() -> int | None:
+    """In a guardian's command: the guardian's pid, and stdio servers started from now on go without
+    a reaper each (:func:`per_process_reaper`); ``None`` when this process has no guardian.
+
+    The variable is removed from the environment either way (no child inherits it), and it is
+    trusted only when it names this process's parent.
+    """
+    global _guarded
+    named = os.environ.pop(GUARDIAN_ENV, "")
+    if not (AVAILABLE and named.isdigit() and int(named) == os.getppid()):
+        return None
+    _guarded = True
+    return int(named)
+
+
+def per_process_reaper() -> bool:
+    """Whether a stdio server should be started under a reaper of its own (not under a guardian)."""
+    return AVAILABLE and not _guarded
+
+
+def has_children(pid: int) -> bool:
+    """Whether process ``pid`` has a live child (``/proc`` parent links; zombies not counted)."""
+    return bool(_children_of().get(pid))
+
+
+def _children_of() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -65,6 +129,11 @@ def _descendants(root: int) -> list[int]:
             continue  # gone meanwhile
         if fields[0] != b"Z":
             children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def _descendants(root: int) -> list[int]:
+    children = _children_of()
     found, stack = [], [root]
     while stack:
         for child in children.get(stack.pop(), ()):
@@ -85,18 +154,39 @@ def _reap(statuses: dict[int, int]) -> bool:
         statuses[pid] = status
 
 
-def _kill_all(statuses: dict[int, int]) -> None:
-    """SIGKILL every descendant until none is left (killed ones' children come to us: we reap)."""
+def _terminate_all(statuses: dict[int, int], grace_s: float) -> None:
+    """SIGTERM every descendant and wait up to ``grace_s`` for them to exit (reaping what does)."""
+    deadline = time.monotonic() + grace_s
+    signalled: set[int] = set()
+    while time.monotonic() < deadline:
+        alive = _descendants(os.getpid())
+        for pid in set(alive) - signalled:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                continue
+            signalled.add(pid)
+        if not _reap(statuses) and not alive:
+            return
+        time.sleep(_SWEEP_PAUSE_S * 10)
+
+
+def _kill_all(statuses: dict[int, int], spare: int | None = None) -> None:
+    """SIGKILL every descendant until none is left (killed ones' children come to us: we reap);
+    with ``spare``, that process and its own descendants are left alone (and not waited for)."""
     me = os.getpid()
     for _ in range(_MAX_SWEEPS):
         alive = _descendants(me)
+        if spare is not None:
+            kept = {spare, *_descendants(spare)}
+            alive = [pid for pid in alive if pid not in kept]
         for pid in alive:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 continue  # gone meanwhile, or not ours to kill
         has_children = _reap(statuses)
-        if not alive and not has_children:
+        if not alive and (not has_children or spare is not None):
             return
         time.sleep(_SWEEP_PAUSE_S)
 
@@ -117,9 +207,16 @@ def _forwarder(child: int) -> Callable[[int, FrameType | None], None]:
     return forward
 
 
-def _exec(command: list[str]) -> None:
+def _exec(command: list[str], guardian: int | None = None, libc: ctypes.CDLL | None = None) -> None:
     for signum in (*_FORWARDED, signal.SIGUSR1, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())  # a guardian blocks what it waits for
+    if guardian is not None and libc is not None:
+        os.setpgid(0, 0)  # signals for the group reach the guardian only, which forwards them once
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != guardian:
+            os._exit(137)  # the guardian died before we could watch it: start nothing
+        os.environ[GUARDIAN_ENV] = str(guardian)
     try:
         os.execvp(command[0], command)
     except OSError as exc:
@@ -128,29 +225,64 @@ def _exec(command: list[str]) -> None:
     os._exit(127)
 
 
+def _options(argv: list[str]) -> tuple[bool, float, list[str]]:
+    """(guardian mode, grace seconds, command) of ``[--guardian] [--grace S] -- COMMAND...``."""
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        raise SystemExit("_reaper: usage: _reaper.py [--guardian] [--grace SECONDS] -- COMMAND [ARGS...]")
+    options, command = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    guardian, grace = False, 0.0
+    while options:
+        option = options.pop(0)
+        if option == "--guardian":
+            guardian = True
+        elif option == "--grace" and options:
+            try:
+                grace = max(0.0, float(options.pop(0)))
+            except ValueError:
+                raise SystemExit("_reaper: --grace takes a number of seconds") from None
+        else:
+            raise SystemExit(f"_reaper: unknown option {option!r}")
+    return guardian, grace, command
+
+
+def _guard(child: int, statuses: dict[int, int]) -> None:
+    """A guardian's wait: until the command exits, reaping orphans and sweeping strays when asked."""
+    while True:
+        _reap(statuses)
+        if child in statuses:
+            return
+        received = signal.sigtimedwait({SWEEP_SIGNAL, signal.SIGCHLD}, 1.0)
+        if received is not None and received.si_signo == SWEEP_SIGNAL:
+            _kill_all(statuses, spare=child)
+
+
 def main(argv: list[str]) -> int:
     """Run the command after ``--``; return its exit code (re-raise the signal that killed it)."""
-    if "--" not in argv or argv.index("--") == len(argv) - 1:
-        raise SystemExit("_reaper: usage: _reaper.py -- COMMAND [ARGS...]")
-    command = argv[argv.index("--") + 1 :]
+    guardian, grace_s, command = _options(argv)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     host = os.getppid()
     signal.signal(KILL_SIGNAL, _kill_now)
-    libc.prctl(_PR_SET_PDEATHSIG, KILL_SIGNAL, 0, 0, 0)
+    if guardian:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {SWEEP_SIGNAL, signal.SIGCHLD})  # taken by sigtimedwait
+    else:
+        libc.prctl(_PR_SET_PDEATHSIG, KILL_SIGNAL, 0, 0, 0)
     statuses: dict[int, int] = {}
     child = -1
     try:
-        if os.getppid() != host:
+        if not guardian and os.getppid() != host:
             return 137  # the host died before we could watch it: start nothing
+        me = os.getpid()
         child = os.fork()
         if child == 0:
-            _exec(command)
+            _exec(command, me if guardian else None, libc)
         for signum in _FORWARDED:
             signal.signal(signum, _forwarder(child))
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)  # only the command holds the host's pipes: their EOF means it is gone
+        if guardian:
+            _guard(child, statuses)
         while child not in statuses:
             pid, status = os.waitpid(-1, 0)
             statuses[pid] = status
@@ -159,11 +291,16 @@ def main(argv: list[str]) -> int:
     except ChildProcessError:
         statuses.setdefault(child, 0)
     signal.signal(KILL_SIGNAL, signal.SIG_IGN)
+    if grace_s:
+        _terminate_all(statuses, grace_s)
     _kill_all(statuses)
     status = statuses.get(child, 9)  # killed by us before it exited: report SIGKILL
     if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
+        died_of = os.WTERMSIG(status)
+        if died_of not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be handled: no handler to reset
+            signal.signal(died_of, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {died_of})
+        os.kill(os.getpid(), died_of)
     return os.waitstatus_to_exitcode(status)
 
 

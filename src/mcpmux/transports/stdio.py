@@ -4,7 +4,8 @@ Ours rather than the SDK's ``stdio_client`` (DESIGN section 2): it resolves the 
 gives the child an allow-listed environment, runs it inside the server's sandbox when one is set
 (:func:`~mcpmux.transports.sandbox.sandbox_command`), caps message size, keeps stderr (ring buffer,
 log file, logger), reports the child's exit on the read stream, and stops its whole process group
-and, on Linux, every descendant (:mod:`mcpmux.servers._reaper`), even if mcpmux is SIGKILLed.
+and, on Linux, every descendant (:mod:`mcpmux.servers._reaper`: a reaper per server, or in the
+daemon one guardian for all), even if mcpmux is SIGKILLed.
 
 Built on ``anyio.open_process``: the same structured-concurrency primitives as the rest of mcpmux,
 byte streams that fit the framer, and no asyncio-only API to pin us to one backend.
@@ -30,7 +31,7 @@ from mcp.shared.message import SessionMessage
 from mcpmux.config.display import looks_secret, redact
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.errors import CommandNotFound, ServerExited, TransportError
-from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE, reaper_argv
+from mcpmux.servers._reaper import per_process_reaper, reaper_argv
 from mcpmux.transports._process import stop_process, wait_exit
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
@@ -131,7 +132,8 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     """
     env = child_environment(server, passthrough=settings.env_passthrough)
     executable = resolve_command(server, env["PATH"])
-    process = await _spawn(server, executable, env)
+    wrapped = per_process_reaper()  # not in a daemon under a guardian: it is the reaper of all
+    process = await _spawn(server, executable, env, wrapped)
     secrets = _secrets_of(server)
     sink = StderrSink(server.name, secrets)
     exited = anyio.Event()
@@ -160,17 +162,17 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
             finally:
                 with anyio.CancelScope(shield=True):
                     write.close()
-                    await _shutdown(process, reaper=REAPER_AVAILABLE)
+                    await _shutdown(process, reaper=wrapped)
                     read_receive.close()
                 tg.cancel_scope.cancel()
 
 
-async def _spawn(server: StdioServerConfig, executable: str, env: dict[str, str]) -> Process:
+async def _spawn(server: StdioServerConfig, executable: str, env: dict[str, str], wrapped: bool) -> Process:
     argv = sandbox_command(server, executable, env)  # bare argv unless the server's sandbox is on
     try:
         return await anyio.open_process(
             # Under the reaper, no descendant outlives the server, even one that left its group.
-            reaper_argv(argv),
+            reaper_argv(argv) if wrapped else argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
