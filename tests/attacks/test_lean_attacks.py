@@ -109,10 +109,13 @@ async def test_a_forged_answer_for_every_future_id_reaches_no_call() -> None:
                 assert text(await conn.call_tool("echo", {"text": f"mine {i}"})) == f"mine {i}"
 
 
-async def test_a_child_that_stops_reading_cannot_hold_a_call_past_its_deadline() -> None:
-    # The request's write waits for room in the pipe; the deadline covers that wait too.
+@BOTH
+async def test_a_child_that_stops_reading_cannot_hold_a_call_past_its_deadline(lean: bool) -> None:
+    # The request's write waits for room in the pipe; the deadline covers that wait too. On the SDK's
+    # path the tool is listed first (a listed tool's call takes its inlined hot path).
     with anyio.fail_after(WAIT_S):
-        async with hostile(True) as conn:
+        async with hostile(lean) as conn:
+            await conn.call_tool("echo", {"text": "listed"}, timeout=WAIT_S)
             with pytest.raises(MCPTimeoutError):
                 await conn.call_tool("stop_reading", {}, timeout=0.5)
             with pytest.raises(MCPTimeoutError) as caught:

@@ -54,6 +54,8 @@ _Page = TypeVar("_Page", bound=types.PaginatedResult)
 CLIENT_INFO: Final = types.Implementation(name="mcpmux", version="0.1.0")
 CLOSE_TIMEOUT_S: Final = 10.0
 CONNECT_GRACE_S: Final = 0.5
+WRITE_GRACE_S: Final = 1.0
+"""How long after a call's deadline a request still stuck in its write (a child not reading) is given up."""
 
 TransportFactory = Callable[[], AbstractAsyncContextManager[TransportStreams]]
 """Opens the transport of one server; the default is ``mcpmux.transports.open_transport``."""
@@ -490,11 +492,16 @@ class Connection:
             # The lean path (stdio, 2024-2025 eras); a call with progress keeps the SDK's routing.
             return await self._call_lean(lean, name, arguments, limit)
         if name in self._listed and not is_modern(self.protocol_version):
-            # The hot path, inlined: the deadline rides on the SDK request (no cancel scope, no extra
-            # frame). Only for listed tools: for others the SDK lists first, which the deadline must cover.
+            # The SDK's own deadline (it sends notifications/cancelled) covers waiting for the answer,
+            # not writing the request: a child that stops reading stdin would hold the write forever.
+            # An outer deadline a moment later bounds that. Only for listed tools: for others the SDK
+            # lists first, which the deadline must cover (the general path below).
             session, statuses = self._live_session(), self._evidence.statuses
             try:
-                return await session.call_tool(name, arguments, limit, on_progress)
+                with anyio.fail_after(limit + WRITE_GRACE_S):
+                    return await session.call_tool(name, arguments, limit, on_progress)
+            except TimeoutError as exc:
+                raise MCPTimeoutError(self.name, "tools/call", limit) from exc
             except FOREIGN_ERRORS as exc:
                 raise self._evidence.mapped("tools/call", exc, limit, statuses) from exc
         if not is_modern(self.protocol_version):
