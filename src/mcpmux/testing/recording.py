@@ -73,6 +73,9 @@ class Recorder:
         async with opened as streams:
             streams.read = _TappedRead(streams.read, self)
             streams.write = _TappedWrite(streams.write, self)
+            # The lean path's requests and answers pass the streams by (transports.direct): a
+            # recording must see every exchange, so this connection keeps the SDK's path.
+            streams.direct = None
             yield streams
 
     def sent(self, message: types.JSONRPCMessage) -> None:
