@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from mcpmux.servers._reaper import AVAILABLE
+from tests.attacks.test_process_attacks import DAEMONIZING_SERVER
 from tests.daemon.conftest import Daemon, cli
 from tests.daemon.test_daemon_lifecycle import _bump, _counter, _gone, _write_config
 
@@ -30,31 +31,8 @@ pytestmark = [
 WAIT_S = 120.0
 
 # A stdio server that double-forks `sleep` into a session of its own (out of its process group),
-# writes that stray's pid, then serves MCP.
-STRAY_SERVER = """
-import os, sys
-pidfile = sys.argv[1]
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        with open(pidfile + ".tmp", "w") as out:
-            out.write(str(os.getpid()))
-        os.rename(pidfile + ".tmp", pidfile)
-        os.execvp("sleep", ["sleep", "600"])
-    os._exit(0)
-os.wait()
-from mcp.server.mcpserver import MCPServer
-server = MCPServer("strays")
-
-@server.tool()
-def ping() -> str:
-    return "pong"
-
-server.run()
-"""
+# writes that stray's pid, then serves MCP: the process attacks' server.
+STRAY_SERVER = DAEMONIZING_SERVER
 
 
 @pytest.fixture
