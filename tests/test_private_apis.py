@@ -17,13 +17,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
 import uvicorn
 from mcp.client.auth import OAuthClientProvider
 from mcp.server import Server
+from mcp.server.connection import Connection
+from mcp.server.session import ServerSession
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
@@ -139,6 +141,9 @@ async def instance(cls_path: str) -> Any:
         return new_server("probe", "a probe")
     if cls_path.endswith("StreamableHTTPServerTransport"):
         return StreamableHTTPServerTransport(mcp_session_id=None)
+    if cls_path == "mcp.server.session.ServerSession":
+        # Made as the SDK's runner makes one; neither channel is used by reading the attribute.
+        return ServerSession(cast(Any, None), Connection(cast(Any, None), protocol_version="2025-11-25"))
     if cls_path.endswith("StreamableHTTPSessionManager"):
         return StreamableHTTPSessionManager(Server("probe"))
     if cls_path.endswith("HttpToolsProtocol"):

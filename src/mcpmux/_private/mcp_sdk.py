@@ -22,9 +22,17 @@ Why each is needed and what would replace it:
   ``OAuthClientProvider._initialize`` (a fixed client, no registration) and ``_perform_authorization``
   (the token request) exactly as the SDK's own ``ClientCredentialsOAuthProvider`` does, and reads
   ``_get_token_endpoint``. A grant hook (or a jwt-bearer provider) in the SDK would replace it.
+- ``ServerSession._connection``: a request context's session exposes the client's parameters but
+  not the :class:`~mcp.server.connection.Connection` that holds them; the gateway's direct calls
+  (:mod:`mcpmux.gateway.direct`) build each call's session over the session's own connection, so
+  they see what the SDK sees (a client that initializes again included). :func:`connection_of`
+  reads it; a public ``ServerSession.connection`` would replace it.
 - :class:`SessionManager`: the session manager has no factory for a new session's transport (the
   gateway wants its own transport class and longer session ids). It overrides ``_admit_session``
-  and keeps the SDK's two session tables. A ``transport_factory=`` argument would replace it.
+  and keeps the SDK's two session tables. A ``transport_factory=`` argument would replace it. Its
+  :meth:`~SessionManager.serve_open_session` routes a POST of an open session as the SDK's stateful
+  path does (reading the two tables, calling ``_discard_session``) without the manager's outer
+  layers, which the gateway's own middleware already did: ~0.06 M instructions per proxied call.
 
 :data:`PRIVATE_NAMES` lists every one of them for ``tests/test_private_apis.py``. Importing this
 module imports the whole SDK (as any ``mcp`` import does): keep it off light import paths.
@@ -37,17 +45,20 @@ from typing import Any, Final
 
 import anyio
 import httpx2
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client._input_required import run_input_required_driver
 from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.server import Server
 from mcp.server._otel import OpenTelemetryMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
+from mcp.server.connection import Connection
 from mcp.server.mcpserver import MCPServer
+from mcp.server.session import ServerSession
 from mcp.server.streamable_http import REQUEST_STREAM_BUFFER_SIZE, EventMessage, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from mcp_types import JSONRPCRequest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
@@ -59,6 +70,7 @@ __all__ = [
     "OpenTelemetryMiddleware",
     "SessionManager",
     "SessionTransport",
+    "connection_of",
     "lowlevel_server",
     "run_input_required_driver",
 ]
@@ -74,17 +86,21 @@ PRIVATE_NAMES: Final[dict[str, str | None]] = {
     "mcp.server.mcpserver.MCPServer#_lowlevel_server": None,
     "mcp.server._otel.OpenTelemetryMiddleware": None,
     "mcp.client._input_required.run_input_required_driver": "first, *, dispatch, retry, max_rounds",
+    "mcp.server.session.ServerSession#_connection": None,
     f"{_TRANSPORT}._handle_post_request": "self, scope, request, receive, send",
     f"{_TRANSPORT}._check_content_type": "self, request",
     f"{_TRANSPORT}._validate_request_headers": "self, request, send",
     f"{_TRANSPORT}._create_session_message": "self, message, request, request_id, protocol_version",
     f"{_TRANSPORT}._clean_up_memory_streams": "self, request_id",
+    # Public, but overridden (DeferredTransport stops its direct calls as the session ends).
+    f"{_TRANSPORT}.terminate": "self",
     f"{_TRANSPORT}#_event_store": None,
     f"{_TRANSPORT}#_request_streams": None,
     f"{_TRANSPORT}#_read_stream_writer": None,
     f"{_MANAGER}._admit_session": "self, requestor",
     f"{_MANAGER}#_server_instances": None,
     f"{_MANAGER}#_session_owners": None,
+    f"{_MANAGER}._discard_session": "self, session_id, transport",
     f"{_OAUTH}._initialize": "self",
     f"{_OAUTH}._perform_authorization": "self",
     f"{_OAUTH}._get_token_endpoint": "self",
@@ -92,6 +108,7 @@ PRIVATE_NAMES: Final[dict[str, str | None]] = {
 CALLED_BY: Final[dict[str, str]] = {
     # An override, and the SDK function that must still call it (or the override does nothing).
     f"{_TRANSPORT}._handle_post_request": f"{_TRANSPORT}._handle_request",
+    f"{_TRANSPORT}.terminate": f"{_TRANSPORT}._handle_delete_request",
     f"{_MANAGER}._admit_session": f"{_MANAGER}._handle_stateful_request",
     f"{_OAUTH}._initialize": f"{_OAUTH}._auth_flow",
     f"{_OAUTH}._perform_authorization": f"{_OAUTH}._auth_flow",
@@ -141,6 +158,12 @@ class GrantProvider(OAuthClientProvider):
         return httpx2.Request("POST", self._get_token_endpoint(), data=form, headers=headers)
 
 
+def connection_of(session: ServerSession) -> Connection:
+    """The connection a request's session speaks over (client parameters, protocol version, outbound)."""
+    connection: Connection = session._connection
+    return connection
+
+
 def lowlevel_server(server: MCPServer[Any]) -> Server[Any]:
     """The low-level :class:`Server` behind ``server``, to run it over a given stream pair."""
     inner: Server[Any] = server._lowlevel_server
@@ -174,11 +197,13 @@ class SessionTransport(StreamableHTTPServerTransport):
         """Check the session and protocol-version headers; on failure the error answer is sent."""
         return await self._validate_request_headers(request, send)
 
-    def open_request_stream(self, request_id: str) -> MemoryObjectReceiveStream[EventMessage]:
-        """Register the stream on which the session's messages for ``request_id`` arrive."""
+    def open_request_stream(
+        self, request_id: str
+    ) -> tuple[MemoryObjectSendStream[EventMessage], MemoryObjectReceiveStream[EventMessage]]:
+        """Register the stream on which the session's messages for ``request_id`` arrive; both its ends."""
         streams = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
         self._request_streams[request_id] = streams
-        return streams[1]
+        return streams
 
     async def close_request_stream(self, request_id: str) -> None:
         """Close and forget the stream of ``request_id``."""
@@ -222,3 +247,33 @@ class SessionManager(StreamableHTTPSessionManager):
             self._session_owners[session_id] = requestor
         self._server_instances[session_id] = transport
         return transport
+
+    async def serve_open_session(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Serve a POST on an open 2025-era session as the SDK routes it, without its outer layers.
+
+        Only what the SDK's stateful path would hand to the session's transport unchanged: a POST
+        naming a handshake revision and a session that exists, by the credential that opened it.
+        That path's two outer layers are skipped: the era routing (done here) and the body limit
+        (``RequestBodyLimitMiddleware``): the caller must have capped the body at
+        ``max_request_body_size`` already (the gateway's SecurityMiddleware does, with the same
+        limit). Returns whether it served the request; ``False`` leaves it untouched.
+        """
+        if scope["method"] != "POST" or self.stateless:
+            return False
+        version = session_id = None
+        for name, value in scope["headers"]:
+            if name == b"mcp-protocol-version" and version is None:
+                version = value.decode("latin-1")
+            elif name == b"mcp-session-id" and session_id is None:
+                session_id = value.decode("latin-1")
+        transport = self._server_instances.get(session_id) if session_id is not None else None
+        if transport is None or session_id is None or version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return False
+        user = scope.get("user")
+        requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+        if requestor != self._session_owners.get(session_id):
+            return False  # the SDK's path refuses it (404), exactly as for an unknown session
+        await transport.handle_request(scope, receive, send)
+        if transport.is_terminated:
+            await self._discard_session(session_id, transport)
+        return True

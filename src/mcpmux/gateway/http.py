@@ -119,7 +119,6 @@ def build_app(gateway: Gateway, options: HttpOptions, toolsets: Mapping[str, Gat
     sessions = session_manager(gateway)
     toolset_sessions = {name: session_manager(served) for name, served in (toolsets or {}).items()}
     mcp_app = StreamableHTTPASGIApp(sessions)
-    toolset_apps: dict[str, ASGIApp] = {name: StreamableHTTPASGIApp(m) for name, m in toolset_sessions.items()}
     routes: list[Route | Mount] = [
         Route("/mcp", endpoint=mcp_app),
         Route("/healthz", endpoint=_healthz(gateway, cluster)),
@@ -143,38 +142,48 @@ def build_app(gateway: Gateway, options: HttpOptions, toolsets: Mapping[str, Gat
             yield
 
     rest = Starlette(routes=routes, lifespan=lifespan)
-    app: ASGIApp = _Shortcut("/mcp", mcp_app, rest, toolset_apps)
+    app: ASGIApp = _Shortcut("/mcp", sessions, rest, toolset_sessions)
     if cluster is not None:
         app = Forwarder(app, cluster)
     return SecurityMiddleware(app, options.security)
 
 
 class _Shortcut:
-    """Requests for ``path`` straight to ``app``, ``path/NAME`` to toolset ``NAME``'s app, everything else
+    """Requests for ``path`` straight to ``sessions``, ``path/NAME`` to toolset ``NAME``'s, everything else
     (lifespan included) to ``rest``.
 
     ``/mcp`` carries every call; Starlette's router and its two exception middlewares are three
-    more layers per call there and add nothing (the SDK answers its own errors).
+    more layers per call there and add nothing (the SDK answers its own errors). A POST of an open
+    session goes straight to its transport (:meth:`SessionManager.serve_open_session`: the body was
+    capped by the security middleware in front, with the sessions' own limit).
     """
 
-    def __init__(self, path: str, app: ASGIApp, rest: ASGIApp, toolsets: Mapping[str, ASGIApp] | None = None) -> None:
-        self.path, self.app, self.rest = path, app, rest
+    def __init__(
+        self, path: str, sessions: SessionManager, rest: ASGIApp, toolsets: Mapping[str, SessionManager] | None = None
+    ) -> None:
+        self.path, self.sessions, self.rest = path, sessions, rest
         self.prefix, self.toolsets = path + "/", dict(toolsets or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.rest(scope, receive, send)
-        elif scope["path"] == self.path:
-            await self.app(scope, receive, send)
-        elif scope["path"].startswith(self.prefix):
-            await self._toolset(scope["path"].removeprefix(self.prefix).rstrip("/"))(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path == self.path:
+            sessions: SessionManager | None = self.sessions
+        elif path.startswith(self.prefix):
+            sessions = self.toolsets.get(path.removeprefix(self.prefix).rstrip("/"))
+            if sessions is None:
+                await self._unknown(path.removeprefix(self.prefix).rstrip("/"))(scope, receive, send)
+                return
         else:
+            sessions = None
+        if sessions is None:
             await self.rest(scope, receive, send)
+        elif not await sessions.serve_open_session(scope, receive, send):
+            await sessions.handle_request(scope, receive, send)
 
-    def _toolset(self, name: str) -> ASGIApp:
-        app = self.toolsets.get(name)
-        if app is not None:
-            return app
+    def _unknown(self, name: str) -> ASGIApp:
         known = ", ".join(f"{self.prefix}{n}" for n in sorted(self.toolsets)) or "none (no toolsets are configured)"
         return PlainTextResponse(f"No toolset {name!r} here; toolsets served: {known}", status_code=404)
 

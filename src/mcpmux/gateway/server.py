@@ -42,15 +42,17 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
+from starlette.requests import Request
 
 from mcpmux import __version__
-from mcpmux._private.mcp_sdk import OpenTelemetryMiddleware
+from mcpmux._private.mcp_sdk import OpenTelemetryMiddleware, connection_of
 from mcpmux.errors import ERROR_META, MCPMuxError, ServerDisabled, ServerError, ToolNotFound, error_meta
 from mcpmux.gateway.caller import approver_of, caller_of
 from mcpmux.gateway.discovery import CALL_TOOL, SEARCH_TOOLS, Discovery, call_arguments
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.metrics import Metrics
 from mcpmux.gateway.relay import RELAY_TIMEOUT_S, UNVERIFIED, Asker, LiveCall
+from mcpmux.gateway.responses import DIRECT_CALLS, DeferredTransport, Keepalive
 from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
 from mcpmux.gateway.surface import Surface, build_surface
 from mcpmux.manager import ServerState, ToolInfo
@@ -127,6 +129,8 @@ class Gateway:
         self._starting: anyio.Event | None = None
         self._grace_until = 0.0
         self._listen_handler = ListenHandler(self.downstream.bus)
+        self.keepalive = Keepalive()
+        """Pings the answers of HTTP calls served directly (:mod:`.direct`) while they are quiet."""
         self.server = self._build_server(name, request_state or RequestStateSecurity.ephemeral(ttl=RELAY_TIMEOUT_S))
 
     # -- the surface ----------------------------------------------------------------------------
@@ -173,6 +177,7 @@ class Gateway:
         async with self.guard.events() as events, unwatch, unwatched, anyio.create_task_group() as tg:
             self._unwatch_queue, self._tasks = unwatch, tg
             tg.start_soon(self._drop_unwatched, unwatched)
+            await tg.start(self.keepalive.run)
             task_status.started()
             try:
                 async for event in events:
@@ -210,7 +215,7 @@ class Gateway:
         # Every method is served; what is advertised follows the upstreams at each initialize.
         handlers: dict[str, Any] = {
             "on_list_tools": self._list_tools,
-            "on_call_tool": self._call_tool,
+            "on_call_tool": self.call_tool,
             "on_list_prompts": self._list_prompts,
             "on_get_prompt": self._get_prompt,
             "on_list_resources": self._list_resources,
@@ -253,6 +258,18 @@ class Gateway:
 
     async def _initialized(self, ctx: Ctx, params: types.NotificationParams) -> None:
         self.downstream.remember(ctx.session)
+        transport = ctx.request.scope.get(DIRECT_CALLS) if isinstance(ctx.request, Request) else None
+        if isinstance(transport, DeferredTransport) and self.keepalive.running and self._serves_directly():
+            transport.serve_calls_directly(self.call_tool, connection_of(ctx.session), self.keepalive)
+
+    def _serves_directly(self) -> bool:
+        """Whether a direct call (:mod:`.direct`) does all that this server's middleware would do.
+
+        The only middleware left on a plain gateway is the ``requestState`` boundary, which never
+        acts on a direct call (it carries no ``requestState``); with tracing configured (the SDK's
+        span per request) every call keeps the SDK's path.
+        """
+        return all(isinstance(m, RequestStateBoundary) for m in self.server.middleware)
 
     # -- handlers -------------------------------------------------------------------------------
 
@@ -269,9 +286,10 @@ class Gateway:
         ttl_ms, scope = list_cache_hint(hints, self.discovery.config.list_ttl_ms)
         return {"ttl_ms": ttl_ms, "cache_scope": scope}
 
-    async def _call_tool(
+    async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        """``tools/call``: the handler of the server, and of the HTTP transport's direct calls."""
         if self.draining:
             raise MCPError(types.INTERNAL_ERROR, "the gateway is shutting down")
         if self._starting is not None:
@@ -335,19 +353,29 @@ class Gateway:
         if self._tasks is not None and _can_be_asked(ctx):
             parked = ParkedCall(ctx, caller)
             self._parked.add(parked)
-            guarded = partial(self._guarded, parked, tool, params.arguments, answerer)
+            guarded = partial(self._guarded, parked, tool, params.arguments, caller, answerer)
             self._tasks.start_soon(parked.run, guarded)
             return await self._collect(parked, ctx, None)
-        return await self._guarded(LiveCall(ctx), tool, params.arguments, answerer)
+        # A client that sent no progress token gets no progress: the upstream is asked for none, which
+        # also leaves the call on the connection's lean path (a call with progress takes the SDK's).
+        progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
+        return await self._guarded(LiveCall(ctx), tool, params.arguments, caller, answerer, progress=progress)
 
     async def _guarded(
-        self, call: Asker, tool: ToolInfo, arguments: dict[str, Any] | None, answerer: str | None
+        self,
+        call: Asker,
+        tool: ToolInfo,
+        arguments: dict[str, Any] | None,
+        caller: str | None,
+        answerer: str | None,
+        *,
+        progress: bool = True,
     ) -> types.CallToolResult:
         # Who may approve is decided here, in the request's own context (the channel it came on).
         with self.downstream.relay.calling(tool.server, call, answerer):
             return await self.guard.call_tool(
-                tool, arguments, caller=caller_of(call.ctx), answered_by=answerer or UNVERIFIED,
-                on_progress=call.report_progress,
+                tool, arguments, caller=caller, answered_by=answerer or UNVERIFIED,
+                on_progress=call.report_progress if progress else None,
             )  # fmt: skip
 
     def _answerer(self, ctx: Ctx) -> str:
