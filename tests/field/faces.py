@@ -2,8 +2,10 @@
 
 Faces: ``mcpmux test NAME``, ``mcpmux tools NAME --json``, ``mcpmux call NAME:TOOL ARGS --json``,
 ``mcpmux serve --stdio`` driven by the SDK's ``ClientSession`` (list, then call through the gateway),
-``mcpmux run`` (the agent loop) against the scripted model, and the library (``mcpmux.Host`` in a
-Python child: list, call, and the audit row the call left). The six run concurrently (anyio), each
+``mcpmux serve --http`` driven by the SDK's Streamable HTTP client (a client without callbacks: its
+calls take the gateway's direct path), ``mcpmux run`` (the agent loop) against the scripted model, and
+the library (``mcpmux.Host`` in a Python child: list, call, and the audit row the call left). The
+seven run concurrently (anyio), each
 with its own scratch directory and a generous deadline; every child is reaped before the result returns.
 """
 
@@ -24,6 +26,7 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.field.servers import FACES, FieldServer, Site, probe_arguments
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
@@ -169,6 +172,62 @@ async def _face_serve(server: FieldServer, config: Path, work: Path, site: Site)
     return _expect(server, text, started)
 
 
+async def _face_serve_http(server: FieldServer, config: Path, work: Path, site: Site) -> FaceResult:
+    """``mcpmux serve --http`` on a free loopback port, used by the SDK's Streamable HTTP client."""
+    started = time.monotonic()
+    changes = _ListChanges()
+    with (work / "serve-http.stderr").open("w+b") as errlog:
+        argv = mcpmux_argv(config, "serve", "--http", "127.0.0.1:0")
+        process = await anyio.to_thread.run_sync(lambda: subprocess.Popen(
+            argv, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog, start_new_session=True
+        ))  # fmt: skip
+        try:
+            url = await anyio.to_thread.run_sync(_served_url, process, Path(errlog.name))
+            async with (
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write, message_handler=changes.on_message) as session,
+            ):
+                await session.initialize()
+                names = await changes.listed_until(session, server.provider_tool)
+                if server.provider_tool not in names:
+                    return FaceResult(
+                        False, f"{server.provider_tool} not among {len(names)} tools", time.monotonic() - started
+                    )
+                result = await session.call_tool(server.provider_tool, probe_arguments(server, site))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_stop, process)
+    text = result_text(result.content) + json.dumps(result.structured_content or {})
+    if result.is_error:
+        return FaceResult(False, f"isError: {_short(text)}", time.monotonic() - started)
+    return _expect(server, text, started)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the gateway drains and stops its servers), SIGKILL to the group if it lingers."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    _kill_group(process.pid)
+    process.wait()
+
+
+def _served_url(process: subprocess.Popen[bytes], log: Path) -> str:
+    """The URL ``mcpmux serve --http`` says it serves (on stderr), once it does (in a worker thread)."""
+    deadline = time.monotonic() + FACE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        said = log.read_text(errors="replace")
+        for line in said.splitlines():
+            if " serving http://" in line:
+                return line.split(" serving ", 1)[1].split()[0]
+        if process.poll() is not None:
+            raise RuntimeError(f"serve --http exited {process.returncode}: {_short(said)}")
+        time.sleep(0.1)
+    raise TimeoutError(f"serve --http did not say where it serves in {FACE_TIMEOUT_S:.0f} s")
+
+
 class _ListChanges:
     """Follows ``tools/list_changed``: lists again at each one until a tool is there (bounded)."""
 
@@ -247,8 +306,8 @@ async def _face_library(server: FieldServer, config: Path, work: Path, site: Sit
 
 
 _FACES = {
-    "test": _face_test, "tools": _face_tools, "call": _face_call, "serve": _face_serve, "run": _face_run,
-    "library": _face_library,
+    "test": _face_test, "tools": _face_tools, "call": _face_call, "serve": _face_serve,
+    "serve-http": _face_serve_http, "run": _face_run, "library": _face_library,
 }  # fmt: skip
 
 

@@ -35,8 +35,8 @@ __all__ = [
     "stale_installs",
 ]
 
-Face = Literal["test", "tools", "call", "serve", "run", "library"]
-FACES: tuple[Face, ...] = ("test", "tools", "call", "serve", "run", "library")
+Face = Literal["test", "tools", "call", "serve", "serve-http", "run", "library"]
+FACES: tuple[Face, ...] = ("test", "tools", "call", "serve", "serve-http", "run", "library")
 
 
 @dataclass(frozen=True)
