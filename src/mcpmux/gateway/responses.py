@@ -39,6 +39,7 @@ from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
+    CallToolRequestParams,
     ErrorData,
     JSONRPCError,
     JSONRPCMessage,
@@ -138,12 +139,16 @@ class DeferredTransport(SessionTransport):
 
     async def _answer(self, message: JSONRPCRequest, request: Request, send: Send) -> None:
         keepalive, handler, connection = self._direct_service
-        if keepalive is not None and handler is not None and connection is not None:
+        params = self._direct_params(message, connection)
+        if params is not None and keepalive is not None and handler is not None and connection is not None:
             reply = Reply(send, self._headers)
-            call = self._direct(message, request, connection, reply)
-            if call is not None:
-                await self._call_directly(call, handler, keepalive, reply)
-                return
+            await self._call_directly(
+                DirectCall(message.id, message.params or {}, params, connection, request, reply),
+                handler,
+                keepalive,
+                reply,
+            )
+            return
         request_id = str(message.id)
         version = request.headers.get(MCP_PROTOCOL_VERSION_HEADER, DEFAULT_NEGOTIATED_VERSION)
         _, reader = self.open_request_stream(request_id)
@@ -153,18 +158,13 @@ class DeferredTransport(SessionTransport):
         finally:
             await self.close_request_stream(request_id)
 
-    def _direct(
-        self, message: JSONRPCRequest, request: Request, connection: Connection, reply: Reply
-    ) -> DirectCall | None:
-        """``message`` as a direct call, or ``None`` when it takes the SDK's path."""
-        if message.method != "tools/call" or message.params is None or self._terminated_directly:
+    def _direct_params(self, message: JSONRPCRequest, connection: Connection | None) -> CallToolRequestParams | None:
+        """The params of ``message`` when it is a direct call, or ``None`` when it takes the SDK's path."""
+        if connection is None or message.method != "tools/call" or message.params is None:
             return None
-        if coerce_request_id(message.id) in self._direct_calls:
-            return None  # the id of a call still running: the SDK's path decides what that means
-        params = direct_params(connection, message.params)
-        if params is None:
-            return None
-        return DirectCall(message.id, message.params, params, connection, request, reply)
+        if self._terminated_directly or coerce_request_id(message.id) in self._direct_calls:
+            return None  # an id of a call still running: the SDK's path decides what that means
+        return direct_params(connection, message.params)
 
     async def _call_directly(self, call: DirectCall, handler: CallHandler, keepalive: Keepalive, reply: Reply) -> None:
         key = coerce_request_id(call.request_id)
