@@ -85,13 +85,21 @@ def child_environment(
     # The names first, the values of the inherited ones only (os.environ decodes on every access).
     inherited = [
         key
-        for key in source
+        for key in (_environ_names() if parent is None else source)
         if key in _INHERITED or key.startswith(INHERITED_ENV_PREFIXES) or (passthrough and _passes(key, passthrough))
     ]
     env = {key: value for key in inherited if not (value := source[key]).startswith("()")}
     env.setdefault("PATH", os.defpath)
     env.update({key: secret.get_secret_value() for key, secret in server.env.items()})
     return env
+
+
+def _environ_names() -> list[str]:
+    """The names in ``os.environ``, without its Python-level decoding call per name (50 children start at once)."""
+    if not os.supports_bytes_environ:  # pragma: no cover - Windows keeps str names
+        return list(os.environ)
+    encoding = sys.getfilesystemencoding()
+    return [name.decode(encoding, "surrogateescape") for name in os.environb]
 
 
 def _secrets_of(server: StdioServerConfig) -> frozenset[str]:
