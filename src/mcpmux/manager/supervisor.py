@@ -240,6 +240,8 @@ class Supervisor:
         if watched is not None and not self._relisting:
             self._relisting = True
             watched[0].start_soon(self._relister, watched[1])
+        elif watched is None and self._watching is not None:
+            self._watching.cancel()  # a watch without a task group: it watches again with one (see _watch)
 
     async def relist(self) -> None:
         """Connect if needed and list everything the server offers again."""
@@ -435,8 +437,13 @@ class Supervisor:
         self._set(ServerState.STARTING, "connecting")
         connection = self._factory(self.config, self.settings, self._callbacks)
         try:
-            async with self._connect_limiter:
+            # A free slot is taken without a turn of the event loop (acquire() always yields once).
+            if not _take_nowait(self._connect_limiter):
+                await self._connect_limiter.acquire()
+            try:
                 info = await connection.connect()
+            finally:
+                self._connect_limiter.release()
             await self._refresh(connection, None)
         except Exception as exc:  # noqa: BLE001 - not swallowed: kept as the server's failure and reason
             # Whatever one server's start raises is this server's failure, never the host's.
@@ -513,28 +520,48 @@ class Supervisor:
     async def _watch(self, connection: Connection) -> MCPMuxError | None:
         # No task per thing watched (50 servers connect with fewer tasks for the event loop to
         # run): the end of the connection is waited for here, an interrupt cancels this scope
-        # directly, and the re-lister starts when a list changes or expires.
+        # directly, and the re-lister starts when a list changes or expires. A task group only
+        # when something runs beside the wait: most servers never send a list change, and for
+        # them a cancel scope is enough (the first change cancels it and the watch goes on in one).
         lost: list[MCPMuxError] = []
         interrupt = self._interrupt
+        limit_mb = getattr(self.config, "max_rss_mb", None)
+        pid = connection.info.pid if limit_mb is not None else None
         try:
-            async with anyio.create_task_group() as tg:
-                self._watching, self._watched, self._relisting = tg.cancel_scope, (tg, connection), False
-                if interrupt.is_set():
-                    tg.cancel_scope.cancel()
-                if self._relist.is_set() or _expiring_lists(connection):
-                    self._start_relister()  # else at the first list_changed (most servers never send one)
-                if self.settings.health_interval_ms:
-                    tg.start_soon(self._health, connection, lost, tg.cancel_scope)
-                limit_mb = getattr(self.config, "max_rss_mb", None)
-                if limit_mb is not None and connection.info.pid is not None:
-                    tg.start_soon(self._memory_watch, connection.info.pid, limit_mb, tg.cancel_scope)
-                lost.append(await connection.wait_closed() or ConnectionClosed(self.name, "connection closed"))
-                tg.cancel_scope.cancel()
+            while not lost and not interrupt.is_set():
+                if self._relist.is_set() or self.settings.health_interval_ms or pid is not None or (
+                    _expiring_lists(connection)
+                ):
+                    await self._watch_with_tasks(connection, lost, interrupt, pid, limit_mb)
+                    break
+                with anyio.CancelScope() as self._watching:
+                    lost.append(await connection.wait_closed() or ConnectionClosed(self.name, "connection closed"))
         finally:
             self._watching, self._watched = None, None
         if interrupt.is_set():
             self._interrupt = anyio.Event()
         return lost[0] if lost else None
+
+    async def _watch_with_tasks(
+        self,
+        connection: Connection,
+        lost: list[MCPMuxError],
+        interrupt: anyio.Event,
+        pid: int | None,
+        limit_mb: float | None,
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            self._watching, self._watched, self._relisting = tg.cancel_scope, (tg, connection), False
+            if interrupt.is_set():
+                tg.cancel_scope.cancel()
+            if self._relist.is_set() or _expiring_lists(connection):
+                self._start_relister()  # else at the first list_changed
+            if self.settings.health_interval_ms:
+                tg.start_soon(self._health, connection, lost, tg.cancel_scope)
+            if pid is not None and limit_mb is not None:
+                tg.start_soon(self._memory_watch, pid, limit_mb, tg.cancel_scope)
+            lost.append(await connection.wait_closed() or ConnectionClosed(self.name, "connection closed"))
+            tg.cancel_scope.cancel()
 
     async def _health(self, connection: Connection, lost: list[MCPMuxError], scope: anyio.CancelScope) -> None:
         interval = (self.settings.health_interval_ms or 0) / 1000
@@ -672,6 +699,14 @@ class Supervisor:
         if getattr(config, "command", None):
             return " ".join([config.command, *config.args])
         return f"builtin {getattr(config, 'kind', config.name)}"
+
+
+def _take_nowait(limiter: anyio.CapacityLimiter) -> bool:
+    try:
+        limiter.acquire_nowait()
+    except anyio.WouldBlock:
+        return False
+    return True
 
 
 _LIST_KINDS = {"tools/list": "tools", "resources/list": "resources", "resources/templates/list": "resources",

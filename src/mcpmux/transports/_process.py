@@ -29,8 +29,9 @@ async def wait_exit(process: Process) -> int:
     Not ``process.wait()``: on asyncio it also waits for the pipes' EOF, which a grandchild holding
     them would delay forever. Linux wakes us through a pidfd; elsewhere we poll.
     """
-    if process.returncode is not None:
-        return process.returncode
+    code = process.returncode
+    if code is not None:
+        return code
     pidfd = _open_pidfd(process.pid)
     try:
         if pidfd is not None and process.returncode is None:
