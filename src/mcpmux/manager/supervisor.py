@@ -529,9 +529,7 @@ class Supervisor:
         pid = connection.info.pid if limit_mb is not None else None
         try:
             while not lost and not interrupt.is_set():
-                if self._relist.is_set() or self.settings.health_interval_ms or pid is not None or (
-                    _expiring_lists(connection)
-                ):
+                if self._watch_needs_tasks(connection, pid):
                     await self._watch_with_tasks(connection, lost, interrupt, pid, limit_mb)
                     break
                 with anyio.CancelScope() as self._watching:
@@ -541,6 +539,12 @@ class Supervisor:
         if interrupt.is_set():
             self._interrupt = anyio.Event()
         return lost[0] if lost else None
+
+    def _watch_needs_tasks(self, connection: Connection, pid: int | None) -> bool:
+        """Whether something runs beside the wait for the connection's end (a re-lister, health, memory)."""
+        return bool(self._relist.is_set() or self.settings.health_interval_ms or pid is not None) or bool(
+            _expiring_lists(connection)
+        )
 
     async def _watch_with_tasks(
         self,
