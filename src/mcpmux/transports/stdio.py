@@ -228,9 +228,10 @@ async def _report_exit(
     code = await wait_exit(process)
     # Its last stdout lines and stderr words may still be in the pipes; a grandchild holding
     # them open must not delay the report.
-    with anyio.move_on_after(EXIT_REPORT_GRACE_S):
-        await stdout.done.wait()
-        await stderr.done.wait()
+    if not (stdout.done.is_set() and stderr.done.is_set()):  # else no deadline to set up (the usual case)
+        with anyio.move_on_after(EXIT_REPORT_GRACE_S):
+            await stdout.done.wait()
+            await stderr.done.wait()
     stdout.stop()
     async with sink:
         logger.debug("server %r: process %d exited with code %d", server, process.pid, code)
