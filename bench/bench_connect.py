@@ -11,8 +11,8 @@ close it. Rounds alternate (SDK, manager, SDK, ...) and the medians are reported
 - the same per server in milliseconds.
 
 and, with ``--count`` (valgrind's callgrind), the instructions of this process per server
-(noise-free, unlike time on a loaded machine): a child connects 2 servers untimed, then callgrind
-counts it connecting, listing and closing ``--servers`` of them.
+(noise-free, unlike time on a loaded machine): a child connects 2 servers each way untimed, then
+callgrind counts it connecting, listing and closing ``--servers`` of them.
 
 Run: ``.venv/bin/python bench/bench_connect.py [--servers 50] [--rounds 5] [--profile FILE] [--count]``.
 """
@@ -85,8 +85,14 @@ KINDS: dict[str, Callable[[int], Awaitable[None]]] = {"sdk": sdk_connect, "manag
 
 
 def child(kind: str, servers: int) -> None:
-    """Under callgrind: warm up, say ``ready``, connect when told, say ``done`` (see :func:`counted`)."""
-    anyio.run(KINDS[kind], 2)
+    """Under callgrind: warm up, say ``ready``, connect when told, say ``done`` (see :func:`counted`).
+
+    Every kind is warmed up, whichever is counted, as :func:`main` does before its rounds: each child
+    then starts from the same imports and heap, so the cycle collector's full collections (their
+    cost grows with the heap) weigh the same on both sides.
+    """
+    for warm in KINDS.values():
+        anyio.run(warm, 2)
     print("ready", flush=True)
     sys.stdin.readline()
     anyio.run(KINDS[kind], servers)

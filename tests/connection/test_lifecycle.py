@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -19,6 +21,7 @@ from mcpmux.errors import (
     ServerError,
     ServerExited,
 )
+from mcpmux.transports.base import TransportStreams
 from tests.connection.lowlevel import BEHAVIOURS, TOOL_COUNT, Recorder, paged_server
 from tests.connection.servers import Reply, Script, Wire, config, connect, initialize_reply, scripted
 
@@ -205,4 +208,37 @@ async def test_closing_twice_is_harmless_and_info_needs_a_connection() -> None:
         await conn.connect()
         await conn.close()
         await conn.close()
+    assert not conn.is_connected
+
+
+def _never_opens(left: list[str]) -> Callable[[], AbstractAsyncContextManager[TransportStreams]]:
+    @asynccontextmanager
+    async def transport() -> AsyncIterator[TransportStreams]:
+        try:
+            await anyio.sleep_forever()
+            yield cast(TransportStreams, None)  # pragma: no cover - never reached: the deadline comes first
+        finally:
+            left.append("left")
+
+    return transport
+
+
+async def test_a_transport_that_never_opens_fails_the_connect_deadline_and_is_left() -> None:
+    left: list[str] = []
+    conn = Connection(config(connect_timeout_ms=200), Settings(), transport=_never_opens(left))
+    with anyio.fail_after(5), pytest.raises(MCPTimeoutError) as caught:
+        await conn.connect()
+    assert (caught.value.operation, left) == ("connect", ["left"])
+    assert not conn.is_connected
+    await conn.close()  # nothing left to close
+
+
+async def test_a_connect_cancelled_by_its_caller_leaves_the_transport_and_stays_cancelled() -> None:
+    left: list[str] = []
+    conn = Connection(config(connect_timeout_ms=60_000), Settings(), transport=_never_opens(left))
+    with anyio.fail_after(5):
+        with anyio.move_on_after(0.1) as scope:
+            await conn.connect()
+        assert scope.cancelled_caught
+    assert left == ["left"]
     assert not conn.is_connected

@@ -50,7 +50,17 @@ def data_dir() -> Path:
 
 def server_log_file(server: str) -> Path:
     """The stderr log of a server: ``<state dir>/logs/<server>.log`` (not created here)."""
-    return state_dir() / "logs" / f"{server}.log"
+    # Every child's start asks (50 at once): the directory is remembered per value of the
+    # variables it depends on, so a changed environment is still followed.
+    environ = os.environ
+    key = (environ.get("MCPMUX_STATE_DIR"), environ.get("XDG_STATE_HOME"), environ.get("HOME"))
+    logs = _logs_dirs.get(key)
+    if logs is None:
+        logs = _logs_dirs[key] = state_dir() / "logs"
+    return logs / f"{server}.log"
+
+
+_logs_dirs: dict[tuple[str | None, str | None, str | None], Path] = {}
 
 
 DB_ENV = "MCPMUX_DB"

@@ -1,10 +1,11 @@
 """One live server: open its transport, negotiate the era, and make deadline-bound requests.
 
-A :class:`Connection` owns a task group that runs the transport and the SDK session; requests are
-sent from the caller's task. Every request has a deadline (the server's ``timeout_ms`` unless the
-call gives one); a deadline or a caller's cancellation sends ``notifications/cancelled``. Foreign
-errors are mapped here (STYLE 6): JSON-RPC errors to :class:`ServerError`, deadlines to
-:class:`MCPTimeoutError`, a lost transport to the evidence it left (``ServerExited``).
+A :class:`Connection` enters the transport and the SDK session in the task that connects it (no
+task of its own: their task groups run the readers); requests are sent from the caller's task.
+Every request has a deadline (the server's ``timeout_ms`` unless the call gives one); a deadline or
+a caller's cancellation sends ``notifications/cancelled``. Foreign errors are mapped here (STYLE 6):
+JSON-RPC errors to :class:`ServerError`, deadlines to :class:`MCPTimeoutError`, a lost transport to
+the evidence it left (``ServerExited``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from types import TracebackType
 from typing import Final, TypeVar
 
@@ -65,7 +66,7 @@ class Connection:
     """A live connection to one configured server.
 
     Use as ``async with Connection(server, settings) as conn:``, or call :meth:`connect` and
-    :meth:`close` from one task (they enter and leave a task group).
+    :meth:`close` from one task (they enter and leave the transport's and the session's task groups).
 
     Args:
         server: the server's configuration.
@@ -104,8 +105,10 @@ class Connection:
         self.callbacks = callbacks or ClientCallbacks()
         self._transport = transport or self._default_transport
         self._client_info = client_info or CLIENT_INFO
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._closing = anyio.Event()
+        self._stack: AsyncExitStack | None = None
+        """The transport, the session (and a stateless-era listener), entered by :meth:`connect`."""
+        self._scope: anyio.CancelScope | None = None
+        """The connection's outermost scope: bounds the opening, then shields and bounds :meth:`close`."""
         self._dispatcher: WatchedDispatcher | None = None
         self._info: ConnectionInfo | None = None
         self._listener: Listener | None = None
@@ -134,91 +137,103 @@ class Connection:
             ProtocolVersionMismatch: no protocol version both sides speak.
             ServerError: the server rejected the handshake.
         """
-        if self._tg is not None:
+        if self._stack is not None:
             raise RuntimeError(f"connection to {self.name!r} was already opened")
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        connected = False
+        limit = self.server.effective_connect_timeout_s(self.settings)
+        started, deadline = time.perf_counter(), anyio.current_time() + limit
+        self._stack = stack = AsyncExitStack()
+        # Bounds opening the transport; a grace later than the handshake's own deadline, so a child
+        # that died meanwhile is still there to ask. Lifted after the handshake: the session lives on.
+        self._scope = scope = stack.enter_context(anyio.CancelScope(deadline=deadline + CONNECT_GRACE_S))
         try:
-            info: ConnectionInfo = await self._tg.start(self._serve)
-            connected = True
-        except BaseExceptionGroup as group:
-            raise _single_leaf(group)  # noqa: B904 -- the leaf keeps its own cause
-        finally:
-            if not connected:
+            failure, info = await self._open(stack, scope, started, deadline, limit)
+        except BaseException as exc:
+            self._stack = None
+            try:
+                timed_out = await self._leave(stack, scope, exc)
+            except BaseExceptionGroup as group:
+                raise _single_leaf(group)  # noqa: B904 -- the leaf keeps its own cause
+            if timed_out:
+                raise MCPTimeoutError(self.name, "connect", limit) from None
+            raise
+        if failure is not None or info is None:
+            try:
                 await self.close()
+            except BaseExceptionGroup as group:
+                raise _single_leaf(group)  # noqa: B904 -- the leaf keeps its own cause
+            raise failure or MCPTimeoutError(self.name, "connect", limit)
         self._info = info
         return info
 
     async def close(self) -> None:
         """End the session and close the transport (stopping a child); bounded, idempotent."""
-        self._closing.set()
         self._evidence.closing = True
-        tg, self._tg = self._tg, None
-        if tg is None:
+        stack, self._stack = self._stack, None
+        if stack is None:
             return
-        # The group's own scope (a new one would break LIFO exit): shielded from an outer
-        # cancellation so the transport can stop its child, and bounded in case it cannot.
-        tg.cancel_scope.shield = True
-        tg.cancel_scope.deadline = anyio.current_time() + CLOSE_TIMEOUT_S
-        await tg.__aexit__(None, None, None)
-        if tg.cancel_scope.cancelled_caught:
+        scope = self._scope
+        assert scope is not None, "entered with the stack"
+        await self._leave(stack, scope, None)
+        if scope.cancelled_caught:
             logger.warning("closing server %r took longer than %g s", self.name, CLOSE_TIMEOUT_S)
 
-    async def _serve(self, *, task_status: anyio.abc.TaskStatus[ConnectionInfo]) -> None:
-        limit = self.server.effective_connect_timeout_s(self.settings)
-        started, deadline = time.perf_counter(), anyio.current_time() + limit
-        failure: Exception | None = None
-        # Bounds opening the transport; a grace later than the handshake's own deadline, so a child
-        # that died meanwhile is still there to ask. Lifted after the handshake: the session lives on.
-        with anyio.CancelScope(deadline=deadline + CONNECT_GRACE_S) as opening:
-            async with self._transport() as streams:
-                watch = StreamWatch(self.name, streams)
-                self._evidence.streams, self._evidence.watch, opened = streams, watch, time.perf_counter()
-                direct = streams.direct if self._lean_wanted else None
-                self._dispatcher = WatchedDispatcher(
-                    watch, self._evidence.record, on_end=direct.close if direct is not None else None
-                )
-                async with self._new_session(self._dispatcher) as session:
-                    # Failures leave the contexts normally; raised inside, task groups would wrap them.
-                    failure = await self._handshake(session, deadline, limit)
-                    # Past the handshake, the transport's own teardown must not be cut short.
-                    opening.deadline = math.inf
-                    if failure is None:
-                        self._session = session
-                        version = session.protocol_version
-                        if direct is not None and version is not None and not is_modern(version):
-                            self._lean = LeanPath(self.name, direct, self._evidence, version)
-                        await self._live(session, lambda: task_status.started(
-                            self._describe(session, streams, opened - started, opened)
-                        ))  # fmt: skip
-        if failure is not None:
-            raise failure
-        if opening.cancelled_caught:
-            raise MCPTimeoutError(self.name, "connect", limit)
+    async def _leave(self, stack: AsyncExitStack, scope: anyio.CancelScope, exc: BaseException | None) -> bool:
+        """Leave what :meth:`connect` entered, with ``exc`` if it failed; whether ``scope`` caught its own timeout.
 
-    async def _live(self, session: ClientSession, started: Callable[[], None]) -> None:
-        """Serve the session until closed; a stateless-era one listens for changes meanwhile.
-
-        ``started`` reports the connection ready: for a stateless-era one, once its first
-        ``subscriptions/listen`` stream is open (bounded), so no change after connect is missed.
+        The connection's own scope (a new one would break LIFO exit): shielded from an outer
+        cancellation so the transport can stop its child, and bounded in case it cannot.
         """
-        if not is_modern(session.protocol_version):
-            started()
-            await self._closing.wait()
-            return
+        scope.shield = True
+        scope.deadline = anyio.current_time() + CLOSE_TIMEOUT_S
+        if exc is None:
+            await stack.aclose()
+            return False
+        return bool(await stack.__aexit__(type(exc), exc, exc.__traceback__))
+
+    async def _open(
+        self, stack: AsyncExitStack, scope: anyio.CancelScope, started: float, deadline: float, limit: float
+    ) -> tuple[Exception | None, ConnectionInfo | None]:
+        """Open the transport and the session into ``stack``, negotiate; the handshake's failure, or the info."""
+        streams = await stack.enter_async_context(self._transport())
+        watch = StreamWatch(self.name, streams)
+        self._evidence.streams, self._evidence.watch, opened = streams, watch, time.perf_counter()
+        direct = streams.direct if self._lean_wanted else None
+        self._dispatcher = WatchedDispatcher(
+            watch, self._evidence.record, on_end=direct.close if direct is not None else None
+        )
+        session = await stack.enter_async_context(self._new_session(self._dispatcher))
+        # Failures are returned, not raised: raised inside, the task groups entered would wrap them.
+        failure = await self._handshake(session, deadline, limit)
+        # Past the handshake, the transport's own teardown must not be cut short.
+        scope.deadline = math.inf
+        if scope.cancel_called:
+            return failure, None  # the opening's deadline passed meanwhile
+        if failure is not None:
+            return failure, None
+        self._session = session
+        version = session.protocol_version
+        if direct is not None and version is not None and not is_modern(version):
+            self._lean = LeanPath(self.name, direct, self._evidence, version)
+        if is_modern(version):
+            await self._listen(stack, session)
+        return None, self._describe(session, streams, opened - started, opened)
+
+    async def _listen(self, stack: AsyncExitStack, session: ClientSession) -> None:
+        """Start listening for a stateless-era session's changes (stopped by :meth:`close`).
+
+        The connection is reported ready once its first ``subscriptions/listen`` stream is open
+        (bounded), so no change after connect is missed.
+        """
         self._listener = Listener(self.name, session)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._listener.run)
-            with anyio.move_on_after(FIRST_LISTEN_TIMEOUT_S) as waited:
-                await self._listener.first_opened()
-            if waited.cancelled_caught:
-                logger.warning(
-                    "server %r: no subscriptions/listen acknowledgment in %g s", self.name, FIRST_LISTEN_TIMEOUT_S
-                )
-            started()
-            await self._closing.wait()
-            tg.cancel_scope.cancel()
+        tg = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(tg.cancel_scope.cancel)  # left before the task group: the listener stops
+        tg.start_soon(self._listener.run)
+        with anyio.move_on_after(FIRST_LISTEN_TIMEOUT_S) as waited:
+            await self._listener.first_opened()
+        if waited.cancelled_caught:
+            logger.warning(
+                "server %r: no subscriptions/listen acknowledgment in %g s", self.name, FIRST_LISTEN_TIMEOUT_S
+            )
 
     async def _handshake(self, session: ClientSession, deadline: float, limit: float) -> Exception | None:
         """Negotiate by ``deadline``; return the error that prevented it, if any."""

@@ -88,7 +88,9 @@ class Supervisor:
         # A transient server holds one of these while it runs (see ``Settings.max_transient_servers``).
         self._transient_limiter = transient_limiter if config.lifecycle == "transient" else None
         self._parking = False
-        self._parked = anyio.Event()
+        # Events made when first waited for (most servers never park, get disabled or change a list):
+        # until then a setter has nobody to wake.
+        self._parked: anyio.Event | None = None
         self._factory = factory or _default_factory
         self.state = ServerState.CONFIGURED if config.enabled else ServerState.DISABLED
         self.reason = "configured" if config.enabled else "disabled in the configuration"
@@ -100,7 +102,7 @@ class Supervisor:
         self._want = False
         self._disabled = not config.enabled
         self._disabled_reason = "disabled in the configuration"
-        self._withdrawn = anyio.Event()
+        self._withdrawn: anyio.Event | None = None
         self._stopping = False
         self._restart = False
         self._memory_restart = False
@@ -110,12 +112,14 @@ class Supervisor:
         self._attempts = 0
         self._ended = False
         self._session_scope: anyio.CancelScope | None = None
-        self._interrupt = anyio.Event()
+        self._interrupted = False
+        """An interrupt for the live session (stop, restart, disable, park) not yet seen by its watch."""
         self._watching: anyio.CancelScope | None = None
         """The scope watching the live connection (:meth:`_watch`): an interrupt cancels it."""
         self._watched: tuple[anyio.abc.TaskGroup, Connection] | None = None
         self._relisting = False
-        self._relist = anyio.Event()
+        self._relist: anyio.Event | None = None
+        """What the re-lister waits on; a list change is pending when :attr:`_relist_kinds` is not empty."""
         self._relist_kinds: set[str] = set()
         self._calls = anyio.CapacityLimiter(settings.max_concurrent_calls)
         self._waiting = 0
@@ -173,6 +177,8 @@ class Supervisor:
     async def wait_disabled(self) -> None:
         """Wait until a :meth:`disable` took effect: connection closed, lists emptied, state ``disabled``."""
         while self._disabled and not self._ended and self.state is not ServerState.DISABLED:
+            if self._withdrawn is None:
+                self._withdrawn = anyio.Event()
             await self._withdrawn.wait()
 
     def enable(self) -> bool:
@@ -180,7 +186,8 @@ class Supervisor:
         if not self._disabled:
             return False
         self._disabled = False
-        self._withdrawn.set()  # a disable not yet in effect is overtaken: its waiters go on
+        if self._withdrawn is not None:
+            self._withdrawn.set()  # a disable not yet in effect is overtaken: its waiters go on
         if self._session_scope is not None:
             self._restart = True  # that disable is still ending the session: the loop connects again at once
         else:
@@ -231,7 +238,8 @@ class Supervisor:
     def notify_list_changed(self, kind: str) -> None:
         """A ``list_changed`` notification arrived: re-list ``kind`` soon (bursts are coalesced)."""
         self._relist_kinds.add(kind)
-        self._relist.set()
+        if self._relist is not None:
+            self._relist.set()
         self._start_relister()
 
     def _start_relister(self) -> None:
@@ -240,6 +248,8 @@ class Supervisor:
         if watched is not None and not self._relisting:
             self._relisting = True
             watched[0].start_soon(self._relister, watched[1])
+        elif watched is None and self._watching is not None:
+            self._watching.cancel()  # a watch without a task group: it watches again with one (see _watch)
 
     async def relist(self) -> None:
         """Connect if needed and list everything the server offers again."""
@@ -293,6 +303,8 @@ class Supervisor:
             if self._disabled:
                 raise ServerDisabled(self.name, self._disabled_reason)
             if self._parking:  # a transient server on its way down: start it again once it is down
+                if self._parked is None:
+                    self._parked = anyio.Event()
                 await self._parked.wait()
                 continue
             connection = self.connection
@@ -382,13 +394,13 @@ class Supervisor:
                 break
             if self._disabled:
                 self._restart = self._memory_restart = self._parking = False
-                self._parked.set()
+                self._unpark()
                 attempt = 0
                 continue
             if self._parking:
                 self._parking, attempt = False, 0
                 self._set(ServerState.CONFIGURED, "stopped after its last call (lifecycle: transient)")
-                self._parked.set()
+                self._unpark()
                 continue
             if self._restart:
                 self._restart, attempt = False, 0
@@ -406,7 +418,7 @@ class Supervisor:
         else:
             self._set(ServerState.CONFIGURED, "stopped")
         self._ended = True
-        self._parked.set()
+        self._unpark()
         self._signal_attempt()
 
     def _after_failure(self, attempt: int) -> int:
@@ -435,8 +447,13 @@ class Supervisor:
         self._set(ServerState.STARTING, "connecting")
         connection = self._factory(self.config, self.settings, self._callbacks)
         try:
-            async with self._connect_limiter:
+            # A free slot is taken without a turn of the event loop (acquire() always yields once).
+            if not _take_nowait(self._connect_limiter):
+                await self._connect_limiter.acquire()
+            try:
                 info = await connection.connect()
+            finally:
+                self._connect_limiter.release()
             await self._refresh(connection, None)
         except Exception as exc:  # noqa: BLE001 - not swallowed: kept as the server's failure and reason
             # Whatever one server's start raises is this server's failure, never the host's.
@@ -506,35 +523,56 @@ class Supervisor:
 
     def _interrupt_session(self) -> None:
         """End the live session's watch (the loop then closes it): the event for later, the scope for now."""
-        self._interrupt.set()
+        self._interrupted = True
         if self._watching is not None:
             self._watching.cancel()
 
     async def _watch(self, connection: Connection) -> MCPMuxError | None:
         # No task per thing watched (50 servers connect with fewer tasks for the event loop to
         # run): the end of the connection is waited for here, an interrupt cancels this scope
-        # directly, and the re-lister starts when a list changes or expires.
+        # directly, and the re-lister starts when a list changes or expires. A task group only
+        # when something runs beside the wait: most servers never send a list change, and for
+        # them a cancel scope is enough (the first change cancels it and the watch goes on in one).
         lost: list[MCPMuxError] = []
-        interrupt = self._interrupt
+        limit_mb = getattr(self.config, "max_rss_mb", None)
+        pid = connection.info.pid if limit_mb is not None else None
         try:
-            async with anyio.create_task_group() as tg:
-                self._watching, self._watched, self._relisting = tg.cancel_scope, (tg, connection), False
-                if interrupt.is_set():
-                    tg.cancel_scope.cancel()
-                if self._relist.is_set() or _expiring_lists(connection):
-                    self._start_relister()  # else at the first list_changed (most servers never send one)
-                if self.settings.health_interval_ms:
-                    tg.start_soon(self._health, connection, lost, tg.cancel_scope)
-                limit_mb = getattr(self.config, "max_rss_mb", None)
-                if limit_mb is not None and connection.info.pid is not None:
-                    tg.start_soon(self._memory_watch, connection.info.pid, limit_mb, tg.cancel_scope)
-                lost.append(await connection.wait_closed() or ConnectionClosed(self.name, "connection closed"))
-                tg.cancel_scope.cancel()
+            while not lost and not self._interrupted:
+                if self._watch_needs_tasks(connection, pid):
+                    await self._watch_with_tasks(connection, lost, pid, limit_mb)
+                    break
+                with anyio.CancelScope() as self._watching:
+                    lost.append(await connection.wait_closed() or ConnectionClosed(self.name, "connection closed"))
         finally:
             self._watching, self._watched = None, None
-        if interrupt.is_set():
-            self._interrupt = anyio.Event()
+        self._interrupted = False  # seen: the session ends
         return lost[0] if lost else None
+
+    def _watch_needs_tasks(self, connection: Connection, pid: int | None) -> bool:
+        """Whether something runs beside the wait for the connection's end (a re-lister, health, memory)."""
+        return bool(self._relist_kinds or self.settings.health_interval_ms or pid is not None) or bool(
+            _expiring_lists(connection)
+        )
+
+    async def _watch_with_tasks(
+        self,
+        connection: Connection,
+        lost: list[MCPMuxError],
+        pid: int | None,
+        limit_mb: float | None,
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            self._watching, self._watched, self._relisting = tg.cancel_scope, (tg, connection), False
+            if self._interrupted:
+                tg.cancel_scope.cancel()
+            if self._relist_kinds or _expiring_lists(connection):
+                self._start_relister()  # else at the first list_changed
+            if self.settings.health_interval_ms:
+                tg.start_soon(self._health, connection, lost, tg.cancel_scope)
+            if pid is not None and limit_mb is not None:
+                tg.start_soon(self._memory_watch, pid, limit_mb, tg.cancel_scope)
+            lost.append(await connection.wait_closed() or ConnectionClosed(self.name, "connection closed"))
+            tg.cancel_scope.cancel()
 
     async def _health(self, connection: Connection, lost: list[MCPMuxError], scope: anyio.CancelScope) -> None:
         interval = (self.settings.health_interval_ms or 0) / 1000
@@ -580,16 +618,18 @@ class Supervisor:
     async def _relister(self, connection: Connection) -> None:
         while True:
             expiring = _expiring_lists(connection)
-            with anyio.move_on_after(min(expiring.values(), default=math.inf)):
-                await self._relist.wait()
-            if self._relist.is_set():
+            if not self._relist_kinds:
+                self._relist = anyio.Event()
+                with anyio.move_on_after(min(expiring.values(), default=math.inf)):
+                    await self._relist.wait()
+            if self._relist_kinds:
                 # A server may announce several changes at once (server-everything sends five).
                 await anyio.sleep(RELIST_DEBOUNCE_S)
             else:
                 # The 2026-07-28 era has no unsolicited list_changed: a list's ttlMs says when it is stale.
                 soonest = min(expiring.values())
                 self._relist_kinds |= {kind for kind, ttl in expiring.items() if ttl <= soonest + RELIST_DEBOUNCE_S}
-            self._relist = anyio.Event()
+            self._relist = None
             kinds, self._relist_kinds = self._relist_kinds, set()
             try:
                 await self._refresh(connection, kinds)
@@ -635,8 +675,12 @@ class Supervisor:
         done.set()
 
     def _fresh_interrupt(self) -> None:
-        if self._interrupt.is_set():
-            self._interrupt = anyio.Event()
+        self._interrupted = False
+
+    def _unpark(self) -> None:
+        """Wake the calls waiting for a parking server to be down."""
+        if self._parked is not None:
+            self._parked.set()
 
     def _withdraw(self) -> None:
         """A disabled server offers nothing: empty its lists (their listeners told), then say it is disabled."""
@@ -652,7 +696,8 @@ class Supervisor:
                 if items:
                     self._events.publish(ListChanged(self.name, kind))
         self._set(ServerState.DISABLED, self._disabled_reason)
-        self._withdrawn.set()
+        if self._withdrawn is not None:
+            self._withdrawn.set()
 
     def _set(self, state: ServerState, reason: str) -> None:
         old = self.state
@@ -672,6 +717,14 @@ class Supervisor:
         if getattr(config, "command", None):
             return " ".join([config.command, *config.args])
         return f"builtin {getattr(config, 'kind', config.name)}"
+
+
+def _take_nowait(limiter: anyio.CapacityLimiter) -> bool:
+    try:
+        limiter.acquire_nowait()
+    except anyio.WouldBlock:
+        return False
+    return True
 
 
 _LIST_KINDS = {"tools/list": "tools", "resources/list": "resources", "resources/templates/list": "resources",

@@ -29,6 +29,9 @@ async def wait_exit(process: Process) -> int:
     Not ``process.wait()``: on asyncio it also waits for the pipes' EOF, which a grandchild holding
     them would delay forever. Linux wakes us through a pidfd; elsewhere we poll.
     """
+    code = process.returncode
+    if code is not None:
+        return code
     pidfd = _open_pidfd(process.pid)
     try:
         if pidfd is not None and process.returncode is None:
@@ -52,15 +55,17 @@ async def stop_process(process: Process, *, reaper: bool = False) -> None:
     group's SIGKILL, which would kill the reaper and orphan what left the group. The child's exit
     is waited for here (:func:`wait_exit`), whoever else watches it.
     """
-    with anyio.move_on_after(CLOSE_GRACE_S):
-        await wait_exit(process)
+    if process.returncode is None:
+        with anyio.move_on_after(CLOSE_GRACE_S):
+            await wait_exit(process)
     if sys.platform == "win32":  # pragma: no cover - no process groups to signal
         if process.returncode is None:
             process.kill()
     else:
         await _terminate_group(process, reaper)
-    with anyio.move_on_after(REAP_GRACE_S):
-        await wait_exit(process)
+    if process.returncode is None:
+        with anyio.move_on_after(REAP_GRACE_S):
+            await wait_exit(process)
     if process.returncode is None:
         logger.warning("process %d survived SIGKILL; abandoning it", process.pid)
 

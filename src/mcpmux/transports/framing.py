@@ -289,7 +289,8 @@ class LineWriter:
     For sinks that take concurrent writers (a child's stdin: each message is one ``write`` of
     the whole line, and asyncio lets several tasks wait on the drain): no writer task and no
     memory stream in between, so a request costs one task switch less than with
-    :func:`pump_messages`.
+    :func:`pump_messages`. On asyncio both :meth:`send` and :meth:`send_line` write to the
+    child's ``StreamWriter`` itself (see :meth:`send_line`), waiting only while the pipe is full.
 
     A write that fails (the child is gone) is logged, not raised, exactly as a writer task would
     lose it: the request then fails with what the read side reports, a child's exit code and
@@ -303,7 +304,7 @@ class LineWriter:
         self._broken = False
 
     async def send(self, item: SessionMessage, /) -> None:
-        await self._write(encode_message(item))
+        await self.send_line(encode_message(item))
 
     async def _write(self, line: bytes) -> None:
         if self._closed:
@@ -331,6 +332,9 @@ class LineWriter:
         """
         raw = self._raw
         if raw is None:
+            if deadline == math.inf:
+                await self._write(line)
+                return
             with anyio.fail_at(deadline):
                 await self._write(line)
             return

@@ -85,13 +85,21 @@ def child_environment(
     # The names first, the values of the inherited ones only (os.environ decodes on every access).
     inherited = [
         key
-        for key in source
+        for key in (_environ_names() if parent is None else source)
         if key in _INHERITED or key.startswith(INHERITED_ENV_PREFIXES) or (passthrough and _passes(key, passthrough))
     ]
     env = {key: value for key in inherited if not (value := source[key]).startswith("()")}
     env.setdefault("PATH", os.defpath)
     env.update({key: secret.get_secret_value() for key, secret in server.env.items()})
     return env
+
+
+def _environ_names() -> list[str]:
+    """The names in ``os.environ``, without its Python-level decoding call per name (50 children start at once)."""
+    if not os.supports_bytes_environ:  # pragma: no cover - Windows keeps str names
+        return list(os.environ)
+    encoding = sys.getfilesystemencoding()
+    return [name.decode(encoding, "surrogateescape") for name in os.environb]
 
 
 def _secrets_of(server: StdioServerConfig) -> frozenset[str]:
@@ -136,7 +144,6 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     process = await _spawn(server, executable, env, wrapped)
     secrets = _secrets_of(server)
     sink = StderrSink(server.name, secrets)
-    exited = anyio.Event()
     read_send, read_receive = anyio.create_memory_object_stream[Item](0)
     assert process.stdin is not None, "spawned with pipes"
     assert process.stderr is not None, "spawned with pipes"
@@ -147,8 +154,9 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     with read_send, read_receive:
         async with anyio.create_task_group() as tg:
             tg.start_soon(sink.drain, process.stderr)
-            note = package_runner_note(server)
-            tg.start_soon(_report_exit, server.name, process, framer, read_send, sink, exited, note)
+            stdout = _StdoutForwarder(process, framer, read_send)
+            tg.start_soon(stdout.run)
+            tg.start_soon(_report_exit, server.name, process, stdout, read_send, sink, package_runner_note(server))
             try:
                 yield TransportStreams(
                     read=read_receive,
@@ -186,34 +194,45 @@ async def _spawn(server: StdioServerConfig, executable: str, env: dict[str, str]
         raise TransportError(server.name, f"cannot start {executable!r}: {exc}") from exc
 
 
+class _StdoutForwarder:
+    """Forwards the child's stdout as messages until its end, or until :meth:`stop` (see :func:`_report_exit`)."""
+
+    def __init__(self, process: Process, framer: LineFramer, sink: MemoryObjectSendStream[Item]) -> None:
+        self._process, self._framer, self._sink = process, framer, sink
+        self._scope = anyio.CancelScope()
+        self.done = anyio.Event()
+
+    async def run(self) -> None:
+        assert self._process.stdout is not None, "spawned with pipes"
+        with self._scope:
+            await pump_lines(self._process.stdout, self._sink, self._framer)
+        self.done.set()
+
+    def stop(self) -> None:
+        self._scope.cancel()
+
+
 async def _report_exit(
     server: str,
     process: Process,
-    framer: LineFramer,
+    stdout: _StdoutForwarder,
     sink: MemoryObjectSendStream[Item],
     stderr: StderrSink,
-    exited: anyio.Event,
     note: str | None = None,
 ) -> None:
-    """Forward stdout until the child exits, then end the read stream with :class:`ServerExited`
-    (``note`` says why a sandboxed package runner likely failed)."""
-    stdout_done = anyio.Event()
+    """Once the child exits, stop forwarding its stdout and end the read stream with
+    :class:`ServerExited` (``note`` says why a sandboxed package runner likely failed).
 
-    async def forward_stdout() -> None:
-        assert process.stdout is not None, "spawned with pipes"
-        await pump_lines(process.stdout, sink, framer)
-        stdout_done.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(forward_stdout)
-        code = await wait_exit(process)
-        exited.set()
-        # Its last stdout lines and stderr words may still be in the pipes; a grandchild holding
-        # them open must not delay the report.
+    A sibling task of the forwarder, not its parent: one task group per child, not two.
+    """
+    code = await wait_exit(process)
+    # Its last stdout lines and stderr words may still be in the pipes; a grandchild holding
+    # them open must not delay the report.
+    if not (stdout.done.is_set() and stderr.done.is_set()):  # else no deadline to set up (the usual case)
         with anyio.move_on_after(EXIT_REPORT_GRACE_S):
-            await stdout_done.wait()
+            await stdout.done.wait()
             await stderr.done.wait()
-        tg.cancel_scope.cancel()
+    stdout.stop()
     async with sink:
         logger.debug("server %r: process %d exited with code %d", server, process.pid, code)
         try:
