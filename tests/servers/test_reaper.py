@@ -51,8 +51,9 @@ def stubborn():
 
 def stray():
     if os.fork() == 0:
-        with open(out + ".stray", "w") as f:
+        with open(out + ".stray.tmp", "w") as f:
             f.write(str(os.getpid()))
+        os.rename(out + ".stray.tmp", out + ".stray")  # whole: the parent reads it once it exists
         while True:
             time.sleep(1)
     os._exit(0)
