@@ -23,17 +23,10 @@ from mcpmux.gateway.security import HttpSecurity
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.policy import StateStore
 from tests.gateway.conftest import gateway_over, rich_server
-from tests.gateway.test_direct_calls import Spy, call, odd_server, transcript
+from tests.gateway.test_direct_calls import Spy, call, hanging, odd_server, transcript
+from tests.gateway.test_responses import HEADERS, INIT
 
 pytestmark = [pytest.mark.anyio, pytest.mark.network]
-
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
-}
 
 
 @asynccontextmanager
@@ -76,14 +69,7 @@ async def test_a_cancellation_from_another_session_or_with_a_lookalike_id_stops_
     with anyio.fail_after(60):
         async with served(cancelled) as (url, gateway), httpx2.AsyncClient(timeout=30) as http:
             victim, attacker = await open_session(http, url), await open_session(http, url)
-            answers: list[httpx2.Response] = []
-
-            async def hang() -> None:
-                answers.append(await http.post(url, json=call(1, {"name": "core__hang"}), headers=victim))
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(hang)
-                await anyio.sleep(0.3)
+            async with hanging(http, url, victim, 1) as answers:
                 for forged in (1, "1", True, 1.0, None, [1], {"id": 1}):
                     assert (await http.post(url, json=cancel(forged), headers=attacker)).status_code == 202
                 for lookalike in (True, 1.0, "1.0", [1], {"id": 1}):

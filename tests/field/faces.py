@@ -157,15 +157,20 @@ async def _face_serve(server: FieldServer, config: Path, work: Path, site: Site)
             stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(read, write, message_handler=changes.on_message) as session,
         ):
-            await session.initialize()
-            # `serve` answers at once and announces servers that connect later with tools/list_changed,
-            # as a client that follows the protocol sees them.
-            names = await changes.listed_until(session, server.provider_tool)
-            if server.provider_tool not in names:
-                return FaceResult(
-                    False, f"{server.provider_tool} not among {len(names)} tools", time.monotonic() - started
-                )
-            result = await session.call_tool(server.provider_tool, probe_arguments(server, site))
+            return await _list_and_call(session, changes, server, site, started)
+
+
+async def _list_and_call(
+    session: ClientSession, changes: _ListChanges, server: FieldServer, site: Site, started: float
+) -> FaceResult:
+    """Through a gateway: initialize, list until the server's tool is there, call it once."""
+    await session.initialize()
+    # `serve` answers at once and announces servers that connect later with tools/list_changed,
+    # as a client that follows the protocol sees them.
+    names = await changes.listed_until(session, server.provider_tool)
+    if server.provider_tool not in names:
+        return FaceResult(False, f"{server.provider_tool} not among {len(names)} tools", time.monotonic() - started)
+    result = await session.call_tool(server.provider_tool, probe_arguments(server, site))
     text = result_text(result.content) + json.dumps(result.structured_content or {})
     if result.is_error:
         return FaceResult(False, f"isError: {_short(text)}", time.monotonic() - started)
@@ -187,20 +192,10 @@ async def _face_serve_http(server: FieldServer, config: Path, work: Path, site: 
                 streamable_http_client(url) as (read, write),
                 ClientSession(read, write, message_handler=changes.on_message) as session,
             ):
-                await session.initialize()
-                names = await changes.listed_until(session, server.provider_tool)
-                if server.provider_tool not in names:
-                    return FaceResult(
-                        False, f"{server.provider_tool} not among {len(names)} tools", time.monotonic() - started
-                    )
-                result = await session.call_tool(server.provider_tool, probe_arguments(server, site))
+                return await _list_and_call(session, changes, server, site, started)
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(_stop, process)
-    text = result_text(result.content) + json.dumps(result.structured_content or {})
-    if result.is_error:
-        return FaceResult(False, f"isError: {_short(text)}", time.monotonic() - started)
-    return _expect(server, text, started)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

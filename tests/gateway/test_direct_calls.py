@@ -115,6 +115,23 @@ async def _settle() -> None:
     await anyio.sleep(0.2)
 
 
+@asynccontextmanager
+async def hanging(
+    http: httpx2.AsyncClient, url: str, headers: dict[str, str], request_id: int
+) -> AsyncIterator[list[httpx2.Response]]:
+    """``core__hang`` called in the background (for 0.3 s when the block starts); its answer is in the
+    yielded list once the block ends (the block must make it end)."""
+    answers: list[httpx2.Response] = []
+
+    async def hang() -> None:
+        answers.append(await http.post(url, json=call(request_id, {"name": "core__hang"}), headers=headers))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hang)
+        await anyio.sleep(0.3)
+        yield answers
+
+
 def call(request_id: int | str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
@@ -179,14 +196,7 @@ async def test_a_cancelled_call_answers_request_cancelled_and_stops_upstream(
 ) -> None:
     spy, cancelled = Spy(monkeypatch), anyio.Event()
     async with served(direct, monkeypatch, cancelled) as (url, _), session(url) as (http, headers):
-        answers: list[httpx2.Response] = []
-
-        async def hang() -> None:
-            answers.append(await http.post(url, json=call(41, {"name": "core__hang"}), headers=headers))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(hang)
-            await anyio.sleep(0.3)
+        async with hanging(http, url, headers, 41) as answers:
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}}
             assert (await http.post(url, json=cancel, headers=headers)).status_code == 202
         with anyio.fail_after(30):
@@ -203,14 +213,7 @@ async def test_a_session_deleted_mid_call_answers_500_and_stops_upstream(
 ) -> None:
     cancelled = anyio.Event()
     async with served(direct, monkeypatch, cancelled) as (url, _), session(url) as (http, headers):
-        answers: list[httpx2.Response] = []
-
-        async def hang() -> None:
-            answers.append(await http.post(url, json=call(51, {"name": "core__hang"}), headers=headers))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(hang)
-            await anyio.sleep(0.3)
+        async with hanging(http, url, headers, 51) as answers:
             assert (await http.delete(url, headers=headers)).status_code == 200
         with anyio.fail_after(30):
             await cancelled.wait()
