@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 from mcp.shared.message import SessionMessage
 
@@ -50,7 +52,7 @@ def test_an_answer_of_any_member_order_reaches_its_waiter_and_not_the_stream(sha
     replies, framer = table()
     request_id, reply = replies.expect("tools/call", as_json)
     assert framer.feed(answer(request_id, {"n": 1}, **shape)) == []
-    assert reply.done.is_set() and reply.value == {"n": 1} and reply.error is None
+    assert reply.woken and reply.value == {"n": 1} and reply.error is None
     assert not replies.waiting
 
 
@@ -67,7 +69,7 @@ def test_lines_that_answer_no_direct_request_take_the_stream() -> None:
     request = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "ping"}).encode() + b"\n"
     items = framer.feed(answer(7, {}) + request + answer(request_id + 1, {}))
     assert [type(i) for i in items] == [SessionMessage, SessionMessage, SessionMessage]
-    assert not reply.done.is_set()  # a server's request carrying our id is its own request
+    assert not reply.woken  # a server's request carrying our id is its own request
 
 
 def test_an_answer_its_parser_refuses_takes_the_stream_and_the_request_keeps_waiting() -> None:
@@ -75,7 +77,7 @@ def test_an_answer_its_parser_refuses_takes_the_stream_and_the_request_keeps_wai
     request_id, reply = replies.expect("tools/call", as_json)
     items = framer.feed(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": 1, "message": "m"}}).encode()
                         + b"\n")  # fmt: skip
-    assert len(items) == 1 and not reply.done.is_set()
+    assert len(items) == 1 and not reply.woken
 
 
 def test_a_parser_error_is_the_requests_error() -> None:
@@ -86,7 +88,7 @@ def test_a_parser_error_is_the_requests_error() -> None:
 
     request_id, reply = replies.expect("tools/call", broken)
     framer.feed(answer(request_id, {}))
-    assert isinstance(reply.error, ValueError) and reply.done.is_set()
+    assert isinstance(reply.error, ValueError) and reply.woken
 
 
 @pytest.mark.parametrize("crlf", [False, True])
@@ -118,7 +120,7 @@ def test_an_oversized_answer_fails_its_direct_request_at_once_with_its_method() 
     assert [type(i) for i in items] == [MessageTooLarge]  # still reported on the stream
     assert isinstance(reply.error, ResponseTooLarge)
     assert (reply.error.method, reply.error.request_id) == ("resources/read", request_id)
-    assert not other.done.is_set() and other_id in replies.waiting
+    assert not other.woken and other_id in replies.waiting
 
 
 def test_an_oversized_answer_without_a_readable_id_fails_every_direct_request() -> None:
@@ -134,14 +136,14 @@ def test_an_oversized_request_of_the_server_fails_no_direct_request() -> None:
     line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "sampling/createMessage",
                        "params": {"x": "v" * (CAP + 10)}}).encode() + b"\n"  # fmt: skip
     framer.feed(line)
-    assert not reply.done.is_set()
+    assert not reply.woken
 
 
 def test_the_end_of_the_transport_wakes_every_waiter_and_refuses_new_ones() -> None:
     replies, _ = table()
     waiting = [replies.expect("tools/call", as_json)[1] for _ in range(3)]
     replies.close()
-    assert all(r.done.is_set() and r.value is None and r.error is None for r in waiting)
+    assert all(r.woken and r.value is None and r.error is None for r in waiting)
     assert replies.closed
 
 
@@ -149,5 +151,26 @@ def test_a_deadline_wakes_its_waiter_and_a_late_answer_goes_to_the_stream() -> N
     replies, framer = table()
     request_id, reply = replies.expect("tools/call", as_json)
     replies.expire(request_id)
-    assert reply.timed_out and reply.done.is_set()
+    assert reply.timed_out and reply.woken
     assert len(framer.feed(answer(request_id, {}))) == 1
+
+
+@pytest.mark.anyio
+async def test_on_asyncio_a_waiter_is_woken_once_and_a_wake_after_its_cancellation_is_harmless() -> None:
+    replies = DirectReplies(LineWriter(_Sink()))  # type: ignore[arg-type]
+    first_id, first = replies.expect("tools/call", as_json)
+    second_id, second = replies.expect("tools/call", as_json)
+    assert not first.woken and not second.woken
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first.wait)
+        await anyio.lowlevel.checkpoint()
+        assert replies.claim(answer(first_id, {"n": 1}))  # wakes the waiting task
+        first.wake()  # a second wake is a no-op
+    assert first.woken and first.value == {"n": 1}
+
+    with anyio.move_on_after(0.01) as scope:  # the waiter's task cancelled: the future with it
+        await second.wait()
+    assert scope.cancelled_caught and second.woken
+    replies.expire(second_id)  # its deadline timer firing after the cancellation raises nothing
+    assert second.timed_out

@@ -103,7 +103,7 @@ class LeanPath:
                 await anyio.lowlevel.checkpoint_if_cancelled()
                 written = True
                 await replies.writer.send_line(line, deadline)
-                await reply.done.wait()
+                await reply.wait()
         except TimeoutError:
             if written:
                 await self._cancel(request_id, f"timed out after {limit}s", shield=False)

@@ -16,6 +16,7 @@ waits for its deadline, as on the stream path. An oversized answer fails its req
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Final
@@ -45,24 +46,55 @@ class Unclaimed(Exception):
 
 
 class Reply:
-    """The waiter of one direct request: set once, with the parsed answer or the error it met.
+    """The waiter of one direct request: woken once, with the parsed answer or the error it met.
+
+    On asyncio the waiter is a bare future of the loop (an ``anyio.Event`` builds an
+    ``asyncio.Event``, a deque and a future per wait, a measurable share of a call); elsewhere an
+    ``anyio.Event``. Cancelling the waiting task cancels the future; a later :meth:`wake` is a no-op.
 
     Attributes:
         method: the request's method, for the errors it may end with.
-        done: set when the answer (or an error, the end of the transport, the deadline) arrived.
         value: what the parser returned; ``None`` until then, and when the transport ended.
         error: an exception to raise instead (the parser's, or an oversized answer's).
         timed_out: the deadline passed first (:meth:`DirectReplies.expire`).
     """
 
-    __slots__ = ("done", "error", "method", "parse", "timed_out", "value")
+    __slots__ = ("_event", "_future", "error", "method", "parse", "timed_out", "value")
 
-    def __init__(self, method: str, parse: Callable[[Line], object]) -> None:
+    def __init__(self, method: str, parse: Callable[[Line], object], loop: asyncio.AbstractEventLoop | None) -> None:
         self.method, self.parse = method, parse
-        self.done = anyio.Event()
+        self._future: asyncio.Future[None] | None = loop.create_future() if loop is not None else None
+        self._event = anyio.Event() if loop is None else None
         self.value: object = None
         self.error: Exception | None = None
         self.timed_out = False
+
+    def wake(self) -> None:
+        """The answer (or an error, the end of the transport, the deadline) arrived: wake the waiter."""
+        future = self._future
+        if future is None:
+            assert self._event is not None, "one of the two is set"
+            self._event.set()
+        elif not future.done():  # done: already woken, or cancelled with its waiter
+            future.set_result(None)
+
+    @property
+    def woken(self) -> bool:
+        """Whether :meth:`wake` was called (or the waiter was cancelled)."""
+        future = self._future
+        if future is None:
+            assert self._event is not None, "one of the two is set"
+            return self._event.is_set()
+        return future.done()
+
+    async def wait(self) -> None:
+        """Wait for :meth:`wake`."""
+        future = self._future
+        if future is None:
+            assert self._event is not None, "one of the two is set"
+            await self._event.wait()
+        else:
+            await future
 
 
 class DirectReplies:
@@ -77,11 +109,12 @@ class DirectReplies:
         self.waiting: dict[int, Reply] = {}
         self.closed = False
         self._next_id = DIRECT_ID_BASE
+        self._loop = _asyncio_loop()
 
     def expect(self, method: str, parse: Callable[[Line], object]) -> tuple[int, Reply]:
         """A new id for a ``method`` request and the waiter of its answer, parsed by ``parse``."""
         request_id = self._next_id = self._next_id + 1
-        reply = self.waiting[request_id] = Reply(method, parse)
+        reply = self.waiting[request_id] = Reply(method, parse, self._loop)
         return request_id, reply
 
     def forget(self, request_id: int) -> None:
@@ -93,7 +126,7 @@ class DirectReplies:
         reply = self.waiting.pop(request_id, None)
         if reply is not None:
             reply.timed_out = True
-            reply.done.set()
+            reply.wake()
 
     def claim(self, line: Line) -> bool:
         """Hand ``line`` to the request it answers, if it answers a direct one; whether it did."""
@@ -108,7 +141,7 @@ class DirectReplies:
         except Exception as exc:  # noqa: BLE001 -- the request's own error, raised in the requester
             reply.error = exc
         del self.waiting[request_id]  # type: ignore[arg-type]  # not None: it was found
-        reply.done.set()
+        reply.wake()
         return True
 
     def too_large(self, item: MessageTooLarge) -> None:
@@ -125,14 +158,22 @@ class DirectReplies:
         for key in targets:
             reply = self.waiting.pop(key)
             reply.error = ResponseTooLarge(item.server, reply.method, item.size, item.limit, request_id=key)
-            reply.done.set()
+            reply.wake()
 
     def close(self) -> None:
         """The transport ended: wake every waiter (with neither value nor error) and refuse new ones."""
         self.closed = True
         waiting, self.waiting = self.waiting, {}
         for reply in waiting.values():
-            reply.done.set()
+            reply.wake()
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or ``None`` on another backend (trio)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _answer_id(line: Line) -> int | None:
