@@ -629,7 +629,10 @@ class Busy(MCPMuxError):
     """Too many calls are waiting for one server."""
 
     def __init__(self, server: str, in_flight: int, queued: int) -> None:
-        super().__init__(f"server {server!r} is busy: {in_flight} calls running and {queued} queued")
+        super().__init__(
+            f"server {server!r} is busy: {in_flight} calls running and {queued} queued",
+            hint="retry later, or raise settings.max_concurrent_calls / max_queued_calls in the configuration",
+        )
         self.server, self.in_flight, self.queued = server, in_flight, queued
 
 

@@ -242,3 +242,28 @@ async def test_a_connect_cancelled_by_its_caller_leaves_the_transport_and_stays_
         assert scope.cancelled_caught
     assert left == ["left"]
     assert not conn.is_connected
+
+
+async def test_when_closed_calls_back_once_the_transport_ends_and_a_forgotten_callback_never() -> None:
+    crash = ServerExited("mem", 139, "Segmentation fault")
+    calls: list[str] = []
+    ended = anyio.Event()
+    with anyio.fail_after(2):
+        async with _scripted(_dies_on_call(crash), timeout_ms=60_000) as conn:
+            forget = conn.when_closed(lambda: calls.append("forgotten"))
+            conn.when_closed(ended.set)
+            forget()
+            assert calls == [] and conn.closed_reason() is None
+            with pytest.raises(ServerExited):
+                await conn.call_tool("anything", {})
+            await ended.wait()
+            assert not conn.is_connected
+            assert isinstance(conn.closed_reason(), ServerExited)
+            conn.when_closed(lambda: calls.append("late"))  # already ended: called at once
+    assert calls == ["late"]
+
+
+async def test_when_closed_on_a_connection_never_opened_calls_back_at_once() -> None:
+    calls: list[int] = []
+    _scripted(_silent).when_closed(lambda: calls.append(1))()
+    assert calls == [1]

@@ -32,6 +32,7 @@ class WatchedDispatcher(JSONRPCDispatcher[TransportContext]):
         self._on_fault = on_fault
         self._on_end = on_end
         self.ended = anyio.Event()
+        self._end_callbacks: list[Callable[[], object]] = []
         super().__init__(streams.read, streams.write, on_stream_exception=self._record_fault)
 
     async def _record_fault(self, exc: Exception) -> None:
@@ -46,3 +47,22 @@ class WatchedDispatcher(JSONRPCDispatcher[TransportContext]):
             if self._on_end is not None:
                 self._on_end()
             self.ended.set()
+            for callback in tuple(self._end_callbacks):
+                callback()
+
+    def when_ended(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call ``callback`` once the receive loop ends (at once if it has); return what forgets it."""
+        if self.ended.is_set():
+            callback()
+            return _forgotten
+        self._end_callbacks.append(callback)
+
+        def forget() -> None:
+            if callback in self._end_callbacks:
+                self._end_callbacks.remove(callback)
+
+        return forget
+
+
+def _forgotten() -> None:
+    """Nothing to forget: the callback already ran."""

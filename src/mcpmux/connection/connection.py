@@ -304,6 +304,23 @@ class Connection:
         dispatcher = self._dispatcher
         if dispatcher is not None:
             await dispatcher.ended.wait()
+        return self.closed_reason()
+
+    def when_closed(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Have ``callback`` called once the transport ends (at once if it has, or was never opened);
+        return a function that forgets it.
+
+        For a waiter that waits for something else too: one event that either sets, where a
+        cancel scope around :meth:`wait_closed` would cost a cancellation to stop waiting.
+        """
+        dispatcher = self._dispatcher
+        if dispatcher is None:
+            callback()
+            return lambda: None
+        return dispatcher.when_ended(callback)
+
+    def closed_reason(self) -> TransportError | None:
+        """What ended the transport, if it said (meaningful once it has ended: see :meth:`when_closed`)."""
         return self._evidence.of_end("")
 
     def stderr_tail(self) -> str:
@@ -533,7 +550,7 @@ class Connection:
         As in the SDK's ``call_tool``: a successful result is checked against the tool's output
         schema, and a tool never listed makes the session list the tools first, within the deadline.
         """
-        deadline = anyio.current_time() + limit
+        started = time.monotonic()
         result = await lean.call_tool(name, arguments, limit)
         if result.is_error:
             return result
@@ -542,7 +559,7 @@ class Connection:
             if name in self._listed:
                 await session.validate_tool_result(name, result)
                 return result
-            with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
+            with anyio.fail_after(max(limit - (time.monotonic() - started), 0)):
                 await session.validate_tool_result(name, result)
         except MCPMuxError:
             raise

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from mcpmux.config.models import ServerConfig, Settings
 from mcpmux.connection.callbacks import ClientCallbacks
@@ -34,6 +35,7 @@ from mcpmux.errors import (
     ServerUnavailable,
     TransportError,
 )
+from mcpmux.manager._slots import CallSlots
 from mcpmux.manager.backoff import CircuitBreaker, backoff_delay
 from mcpmux.manager.events import EventHub, ListChanged, StateChanged
 from mcpmux.manager.hints import explain_timeout
@@ -107,22 +109,27 @@ class Supervisor:
         self._restart = False
         self._memory_restart = False
         self._memory_strikes = 0
-        self._wake = anyio.Event()
-        self._attempt_done = anyio.Event()
+        self._woken = False
+        """A wake-up (want, disable, stop) not yet seen by the loop's sleep."""
+        self._wake: anyio.Event | None = None
+        """What the loop's sleep waits on: made when it first sleeps (the first connect needs no sleep)."""
+        self._attempt_done: anyio.Event | None = None
+        """Set when an attempt finishes: made when first waited for."""
         self._attempts = 0
         self._ended = False
         self._session_scope: anyio.CancelScope | None = None
         self._interrupted = False
         """An interrupt for the live session (stop, restart, disable, park) not yet seen by its watch."""
         self._watching: anyio.CancelScope | None = None
-        """The scope watching the live connection (:meth:`_watch`): an interrupt cancels it."""
+        """The scope of a watch with tasks (:meth:`_watch_with_tasks`): an interrupt cancels it."""
+        self._nudge: anyio.Event | None = None
+        """What a watch without tasks waits on, set by the connection's end or by a nudge (:meth:`_watch`)."""
         self._watched: tuple[anyio.abc.TaskGroup, Connection] | None = None
         self._relisting = False
         self._relist: anyio.Event | None = None
         """What the re-lister waits on; a list change is pending when :attr:`_relist_kinds` is not empty."""
         self._relist_kinds: set[str] = set()
-        self._calls = anyio.CapacityLimiter(settings.max_concurrent_calls)
-        self._waiting = 0
+        self._slots = CallSlots(settings.max_concurrent_calls)
         self.breaker = CircuitBreaker()
 
     # -- what the manager asks -------------------------------------------------------------
@@ -145,7 +152,7 @@ class Supervisor:
         """Ask for a live connection: start now, or cut a reconnect wait short."""
         if not self._disabled:
             self._want = True
-            self._wake.set()
+            self._wake_up()
 
     @property
     def disabled(self) -> bool:
@@ -169,7 +176,7 @@ class Supervisor:
         self._disabled, self._want, self._disabled_reason = True, False, reason
         self._withdrawn = anyio.Event()
         self._interrupt_session()
-        self._wake.set()
+        self._wake_up()
         if self._session_scope is not None and self.connection is None:
             self._session_scope.cancel()  # mid-connect: a disabled server must not come up
         return True
@@ -211,7 +218,7 @@ class Supervisor:
         """End the run loop at once, even mid-connect; the connection is closed by the loop's own task."""
         self._stopping = True
         self._interrupt_session()
-        self._wake.set()
+        self._wake_up()
         if self._session_scope is not None and self.connection is None:
             # A connect can take its whole connect timeout: a stop (Ctrl-C) must not wait for it.
             # A live session is not cancelled: the interrupt ends its watch and the loop closes it
@@ -233,7 +240,7 @@ class Supervisor:
         self._interrupt_session()
 
     def _idle(self) -> bool:
-        return self._calls.borrowed_tokens == 0 and self._waiting == 0
+        return self._slots.used == 0 and self._slots.queued == 0
 
     def notify_list_changed(self, kind: str) -> None:
         """A ``list_changed`` notification arrived: re-list ``kind`` soon (bursts are coalesced)."""
@@ -248,8 +255,8 @@ class Supervisor:
         if watched is not None and not self._relisting:
             self._relisting = True
             watched[0].start_soon(self._relister, watched[1])
-        elif watched is None and self._watching is not None:
-            self._watching.cancel()  # a watch without a task group: it watches again with one (see _watch)
+        elif watched is None and self._nudge is not None:
+            self._nudge.set()  # a watch without a task group: it watches again with one (see _watch)
 
     async def relist(self) -> None:
         """Connect if needed and list everything the server offers again."""
@@ -270,6 +277,8 @@ class Supervisor:
         """
         mark = self._attempts if after is None else after
         while self._attempts <= mark and not self._ended:
+            if self._attempt_done is None:
+                self._attempt_done = anyio.Event()
             await self._attempt_done.wait()
 
     # -- calls --------------------------------------------------------------------------------
@@ -342,25 +351,18 @@ class Supervisor:
         yields once even when a token is free): the call's own awaits are its checkpoints.
         Give the slot back with :meth:`release_slot`.
         """
-        try:
-            self._calls.acquire_nowait()
-        except anyio.WouldBlock:
-            return False
-        return True
+        return self._slots.take()
 
     async def queue_for_slot(self) -> None:
         """Wait for a call slot in turn, or raise :class:`Busy` past the queue limit."""
-        if self._calls.available_tokens < 1 and self._waiting >= self.settings.max_queued_calls:
-            raise Busy(self.name, int(self._calls.borrowed_tokens), self._waiting)
-        self._waiting += 1
-        try:
-            await self._calls.acquire()
-        finally:
-            self._waiting -= 1
+        slots = self._slots
+        if slots.queued >= self.settings.max_queued_calls:
+            raise Busy(self.name, slots.used, slots.queued)
+        await slots.wait()
 
     def release_slot(self) -> None:
         """Give back the slot of :meth:`take_slot` or :meth:`queue_for_slot` (a transient server may stop)."""
-        self._calls.release()
+        self._slots.release()
         self.park()
 
     def live_connection(self) -> Connection | None:
@@ -435,12 +437,21 @@ class Supervisor:
         self._set(ServerState.DEGRADED, f"{reason} (reconnect attempt {attempt} of {retries})")
         return attempt
 
+    def _wake_up(self) -> None:
+        self._woken = True
+        if self._wake is not None:
+            self._wake.set()
+
     async def _sleep_until_woken(self, delay: float | None) -> None:
-        wake = self._wake
-        with anyio.move_on_after(delay if delay is not None else float("inf")):
-            await wake.wait()
-        if wake.is_set():
-            self._wake = anyio.Event()
+        if self._woken:
+            await anyio.lowlevel.checkpoint()
+        else:
+            if self._wake is None:
+                self._wake = anyio.Event()
+            with anyio.move_on_after(delay if delay is not None else float("inf")):
+                await self._wake.wait()
+        if self._woken:
+            self._woken, self._wake = False, None
 
     async def _session(self) -> float | None:
         """Connect, serve until the connection ends; return seconds connected (``None``: never connected)."""
@@ -524,15 +535,18 @@ class Supervisor:
     def _interrupt_session(self) -> None:
         """End the live session's watch (the loop then closes it): the event for later, the scope for now."""
         self._interrupted = True
-        if self._watching is not None:
+        if self._nudge is not None:
+            self._nudge.set()
+        elif self._watching is not None:
             self._watching.cancel()
 
     async def _watch(self, connection: Connection) -> MCPMuxError | None:
         # No task per thing watched (50 servers connect with fewer tasks for the event loop to
-        # run): the end of the connection is waited for here, an interrupt cancels this scope
-        # directly, and the re-lister starts when a list changes or expires. A task group only
-        # when something runs beside the wait: most servers never send a list change, and for
-        # them a cancel scope is enough (the first change cancels it and the watch goes on in one).
+        # run): the end of the connection is waited for here, and the re-lister starts when a
+        # list changes or expires. A task group only when something runs beside the wait: most
+        # servers never send a list change, and for them one event is enough, set by the
+        # connection's end, an interrupt or the first change (the watch then goes on with tasks).
+        # Not a cancel scope: cancelling the wait cost ~65 calls per server when 50 stop at once.
         lost: list[MCPMuxError] = []
         limit_mb = getattr(self.config, "max_rss_mb", None)
         pid = connection.info.pid if limit_mb is not None else None
@@ -541,12 +555,23 @@ class Supervisor:
                 if self._watch_needs_tasks(connection, pid):
                     await self._watch_with_tasks(connection, lost, pid, limit_mb)
                     break
-                with anyio.CancelScope() as self._watching:
-                    lost.append(await connection.wait_closed() or ConnectionClosed(self.name, "connection closed"))
+                if await self._wait_end_or_nudge(connection):
+                    lost.append(connection.closed_reason() or ConnectionClosed(self.name, "connection closed"))
         finally:
             self._watching, self._watched = None, None
         self._interrupted = False  # seen: the session ends
         return lost[0] if lost else None
+
+    async def _wait_end_or_nudge(self, connection: Connection) -> bool:
+        """Wait until ``connection`` ends or the watch is nudged; say whether the connection ended."""
+        self._nudge = nudge = anyio.Event()
+        forget = connection.when_closed(nudge.set)
+        try:
+            await nudge.wait()
+        finally:
+            self._nudge = None
+            forget()
+        return not connection.is_connected
 
     def _watch_needs_tasks(self, connection: Connection, pid: int | None) -> bool:
         """Whether something runs beside the wait for the connection's end (a re-lister, health, memory)."""
@@ -671,8 +696,9 @@ class Supervisor:
     def _signal_attempt(self) -> None:
         # Count first, then wake: a waiter checks the count, so a replaced event loses no wake-up.
         self._attempts += 1
-        done, self._attempt_done = self._attempt_done, anyio.Event()
-        done.set()
+        done, self._attempt_done = self._attempt_done, None
+        if done is not None:
+            done.set()
 
     def _fresh_interrupt(self) -> None:
         self._interrupted = False
