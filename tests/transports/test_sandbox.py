@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from mcpmux.config.effective import fingerprint
 from mcpmux.config.models import (
     SandboxConfig,
     SecurityConfig,
@@ -89,6 +90,25 @@ def test_with_effective_sandbox_gives_the_transport_the_merged_sandbox() -> None
     server = with_effective_sandbox(stdio(), security)
     assert server.security is not None
     assert server.security.sandbox == security.sandbox
+
+
+@pytest.mark.parametrize(
+    ("own", "global_sandbox"),
+    [(None, SandboxConfig()), (None, ON), (ServerSecurity(denied_tools=("x",)), SandboxConfig()),
+     (ServerSecurity(sandbox=SandboxConfig(network=True)), SandboxConfig(filesystem=("/data",)))],
+)  # fmt: skip
+def test_with_effective_sandbox_builds_the_same_server_and_fingerprint_as_a_fresh_merge(
+    own: ServerSecurity | None, global_sandbox: SandboxConfig
+) -> None:
+    server = StdioServerConfig(name="fx", command="python", security=own)
+    security = SecurityConfig(sandbox=global_sandbox)
+    sandbox = effective_sandbox(server, security) or SandboxConfig(enabled=False)
+    fresh = server.model_copy(update={"security": (own or ServerSecurity()).model_copy(update={"sandbox": sandbox})})
+    boxed = with_effective_sandbox(server, security)
+    assert boxed == fresh
+    assert boxed.security is not None and fresh.security is not None
+    assert boxed.security.model_fields_set == fresh.security.model_fields_set
+    assert fingerprint(boxed) == fingerprint(fresh)
 
 
 # --- the argv -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from mcpmux.config.models import SandboxConfig, ServerSecurity, Settings, StdioS
 from mcpmux.config.paths import server_log_file
 from mcpmux.errors import CommandNotFound, MessageTooLarge, ServerExited
 from mcpmux.transports import child_environment, open_transport
-from mcpmux.transports._stderr import LOG_FILE_MAX_BYTES
+from mcpmux.transports._stderr import LOG_FILE_MAX_BYTES, StderrSink
 from mcpmux.transports.stdio import INHERITED_ENV_VARS
 from tests.transports.conftest import MCPMUX_CODE, WAIT_S, fixture_config, session_over
 
@@ -103,6 +103,21 @@ async def test_an_exit_before_the_handshake_reports_code_and_stderr(caplog: pyte
     assert "refusing to start" in str(exited)
     assert "refusing to start" in server_log_file("fx").read_text()
     assert any(r.name == "mcpmux.server.fx" and "refusing to start" in r.getMessage() for r in caplog.records)
+
+
+class _SilentStderr:
+    """A child's stderr that ends without a word."""
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        raise anyio.EndOfStream
+
+
+async def test_a_child_quiet_on_stderr_makes_no_logger_and_its_log_file_still_exists() -> None:
+    sink = StderrSink("quiet-on-stderr")
+    with anyio.fail_after(WAIT_S):
+        await sink.drain(_SilentStderr())  # type: ignore[arg-type]
+    assert "mcpmux.server.quiet-on-stderr" not in logging.root.manager.loggerDict
+    assert sink.path.exists() and sink.tail() == ""
 
 
 async def test_a_crash_mid_call_fails_the_request_at_once() -> None:

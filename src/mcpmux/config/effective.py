@@ -46,13 +46,24 @@ def effective_sandbox(server: ServerConfig, security: SecurityConfig) -> Sandbox
     return merged if merged.enabled else None
 
 
+_NO_SANDBOX = SandboxConfig(enabled=False)
+_ONLY_NO_SANDBOX = ServerSecurity(sandbox=_NO_SANDBOX)
+"""A server with no ``security`` block, unsandboxed: the usual case, built once (frozen, so shared)."""
+
+
 def with_effective_sandbox(server: ServerConfig, security: SecurityConfig) -> ServerConfig:
     """``server`` with :func:`effective_sandbox` as its own sandbox: what its transport enforces."""
     if not isinstance(server, StdioServerConfig | BuiltinServerConfig):
         return server
-    sandbox = effective_sandbox(server, security) or SandboxConfig(enabled=False)
-    own = server.security or ServerSecurity()
-    return server.model_copy(update={"security": own.model_copy(update={"sandbox": sandbox})})
+    sandbox = effective_sandbox(server, security) or _NO_SANDBOX
+    own = server.security
+    if own is None:
+        # One copy per server, not three (50 servers start at once): the same model as
+        # ServerSecurity().model_copy(update={"sandbox": sandbox}), fields set included.
+        boxed = _ONLY_NO_SANDBOX if sandbox is _NO_SANDBOX else ServerSecurity(sandbox=sandbox)
+    else:
+        boxed = own.model_copy(update={"sandbox": sandbox})
+    return server.model_copy(update={"security": boxed})
 
 
 def effective_policy(security: SecurityConfig, servers: tuple[ServerConfig, ...] = ()) -> JSONObject:

@@ -114,8 +114,8 @@ def _roots(server: str, callback: RootsCallback) -> ListRootsFnT:
 
 
 def _notification_router(server: str, callbacks: ClientCallbacks) -> MessageHandlerFnT:
-    log = server_logger(server)
-
+    # The server's logger is got per log message, not here: most servers never send one, and
+    # making a logger per server is measurable when 50 start at once.
     async def route(message: IncomingMessage) -> None:
         if isinstance(message, Exception):
             # Transport faults are consumed by the connection's own stream hook; this is a fallback.
@@ -123,7 +123,9 @@ def _notification_router(server: str, callbacks: ClientCallbacks) -> MessageHand
             return
         if isinstance(message, types.LoggingMessageNotification):
             params = message.params
-            log.log(_LOG_LEVELS.get(params.level, logging.INFO), "%s", params.data, extra={"mcp_logger": params.logger})
+            server_logger(server).log(
+                _LOG_LEVELS.get(params.level, logging.INFO), "%s", params.data, extra={"mcp_logger": params.logger}
+            )
             if callbacks.on_log is not None:
                 await callbacks.on_log(server, params)
         elif (kind := _LIST_CHANGED.get(type(message))) is not None:

@@ -13,7 +13,7 @@ from anyio.abc import Process
 
 from mcpmux.servers._reaper import KILL_SIGNAL as REAPER_KILL_SIGNAL
 
-__all__ = ["CLOSE_GRACE_S", "KILL_GRACE_S", "stop_process", "wait_exit"]
+__all__ = ["CLOSE_GRACE_S", "KILL_GRACE_S", "ExitWatch", "stop_process", "wait_exit"]
 
 logger = logging.getLogger("mcpmux.transports")
 
@@ -45,7 +45,42 @@ async def wait_exit(process: Process) -> int:
             os.close(pidfd)
 
 
-async def stop_process(process: Process, *, reaper: bool = False) -> None:
+class ExitWatch:
+    """One wait for a child's exit, shared by everyone who waits for it (the stdio exit reporter, :func:`stop_process`).
+
+    The first waiter watches (:func:`wait_exit`: one pidfd, one poll); a later one waits for it.
+    A watcher that is cancelled hands the watch to the next waiter, so a waiter still returns
+    once the child has exited, whoever else gave up.
+    """
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        self._watching = False
+        self._handover: anyio.Event | None = None
+        """Set when the watcher stops watching (the child exited, or it was cancelled)."""
+
+    async def wait(self) -> int:
+        """Wait until the child has exited and return its exit code (negative: killed by a signal)."""
+        while (code := self.process.returncode) is None:
+            if not self._watching:
+                return await self._watch()
+            if self._handover is None:
+                self._handover = anyio.Event()
+            await self._handover.wait()
+        return code
+
+    async def _watch(self) -> int:
+        self._watching = True
+        try:
+            return await wait_exit(self.process)
+        finally:
+            self._watching = False
+            handover, self._handover = self._handover, None
+            if handover is not None:
+                handover.set()
+
+
+async def stop_process(process: Process, *, reaper: bool = False, watch: ExitWatch | None = None) -> None:
     """Stop the child and everything it spawned, bounded in time; call with stdin already closed.
 
     The child gets :data:`CLOSE_GRACE_S` to exit on its own, then its process group is sent
@@ -53,24 +88,25 @@ async def stop_process(process: Process, *, reaper: bool = False) -> None:
     exited by itself, so no grandchild outlives the connection. With ``reaper`` (the child is
     :mod:`mcpmux.servers._reaper`), the reaper is told to kill every descendant before the
     group's SIGKILL, which would kill the reaper and orphan what left the group. The child's exit
-    is waited for here (:func:`wait_exit`), whoever else watches it.
+    is waited for through ``watch``, shared with whoever else waits for it (a new one by default).
     """
+    watch = watch or ExitWatch(process)
     if process.returncode is None:
         with anyio.move_on_after(CLOSE_GRACE_S):
-            await wait_exit(process)
+            await watch.wait()
     if sys.platform == "win32":  # pragma: no cover - no process groups to signal
         if process.returncode is None:
             process.kill()
     else:
-        await _terminate_group(process, reaper)
+        await _terminate_group(process, reaper, watch)
     if process.returncode is None:
         with anyio.move_on_after(REAP_GRACE_S):
-            await wait_exit(process)
+            await watch.wait()
     if process.returncode is None:
         logger.warning("process %d survived SIGKILL; abandoning it", process.pid)
 
 
-async def _terminate_group(process: Process, reaper: bool) -> None:
+async def _terminate_group(process: Process, reaper: bool, watch: ExitWatch) -> None:
     # The leader's pid is the group id (start_new_session); getpgid() would fail once it is reaped.
     pgid = process.pid
     if not _signal_group(pgid, signal.SIGTERM):
@@ -81,7 +117,7 @@ async def _terminate_group(process: Process, reaper: bool) -> None:
         with suppress(ProcessLookupError):
             os.kill(pgid, REAPER_KILL_SIGNAL)
         with anyio.move_on_after(KILL_GRACE_S):
-            await wait_exit(process)
+            await watch.wait()
     _signal_group(pgid, signal.SIGKILL)
 
 

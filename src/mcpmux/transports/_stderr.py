@@ -39,9 +39,16 @@ class StderrSink:
         self.path = server_log_file(server)
         self.done = anyio.Event()
         self._tail = bytearray()
-        self._logger = logging.getLogger(f"mcpmux.server.{server}")
+        self._logger_made: logging.Logger | None = None
         self._file: BinaryIO | None = None
         self._written = 0
+
+    @property
+    def _logger(self) -> logging.Logger:
+        # Got when first used: a quiet child (most of 50 starting at once) never makes one.
+        if self._logger_made is None:
+            self._logger_made = logging.getLogger(f"mcpmux.server.{self.server}")
+        return self._logger_made
 
     def tail(self) -> str:
         """The last stderr output (up to 64 KiB), decoded leniently."""

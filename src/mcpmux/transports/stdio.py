@@ -32,7 +32,7 @@ from mcpmux.config.display import looks_secret, redact
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.errors import CommandNotFound, ServerExited, TransportError
 from mcpmux.servers._reaper import per_process_reaper, reaper_argv
-from mcpmux.transports._process import stop_process, wait_exit
+from mcpmux.transports._process import ExitWatch, stop_process
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.direct import DirectReplies
@@ -150,13 +150,14 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     write = LineWriter(process.stdin)
     direct = DirectReplies(write)
     framer = LineFramer(server.name, settings.max_message_bytes, direct)
+    exit_watch = ExitWatch(process)  # one wait for the exit: the reporter's, and the stop's if it comes later
     # Closing both ends here too: a task cancelled before its first step never closes its own.
     with read_send, read_receive:
         async with anyio.create_task_group() as tg:
             tg.start_soon(sink.drain, process.stderr)
             stdout = _StdoutForwarder(process, framer, read_send)
             tg.start_soon(stdout.run)
-            tg.start_soon(_report_exit, server.name, process, stdout, read_send, sink, package_runner_note(server))
+            tg.start_soon(_report_exit, server.name, exit_watch, stdout, read_send, sink, package_runner_note(server))
             try:
                 yield TransportStreams(
                     read=read_receive,
@@ -170,8 +171,9 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
             finally:
                 with anyio.CancelScope(shield=True):
                     write.close()
-                    await _shutdown(process, reaper=wrapped)
+                    # Nobody reads past this point: the exit of a child being stopped is not reported.
                     read_receive.close()
+                    await _shutdown(exit_watch, reaper=wrapped)
                 tg.cancel_scope.cancel()
 
 
@@ -214,7 +216,7 @@ class _StdoutForwarder:
 
 async def _report_exit(
     server: str,
-    process: Process,
+    watch: ExitWatch,
     stdout: _StdoutForwarder,
     sink: MemoryObjectSendStream[Item],
     stderr: StderrSink,
@@ -225,7 +227,7 @@ async def _report_exit(
 
     A sibling task of the forwarder, not its parent: one task group per child, not two.
     """
-    code = await wait_exit(process)
+    code = await watch.wait()
     # Its last stdout lines and stderr words may still be in the pipes; a grandchild holding
     # them open must not delay the report.
     if not (stdout.done.is_set() and stderr.done.is_set()):  # else no deadline to set up (the usual case)
@@ -234,7 +236,9 @@ async def _report_exit(
             await stderr.done.wait()
     stdout.stop()
     async with sink:
-        logger.debug("server %r: process %d exited with code %d", server, process.pid, code)
+        logger.debug("server %r: process %d exited with code %d", server, watch.process.pid, code)
+        if not sink.statistics().open_receive_streams:
+            return  # the transport is being closed: nobody would read the report
         try:
             await sink.send(_exited(server, code, stderr.tail(), note))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -250,19 +254,20 @@ def _exited(server: str, code: int, stderr_tail: str, note: str | None) -> Serve
     return error
 
 
-async def _shutdown(process: Process, *, reaper: bool) -> None:
+async def _shutdown(watch: ExitWatch, *, reaper: bool) -> None:
     """Close stdin, stop the process group, then release our pipe ends; bounded in time.
 
-    The exit is watched here (:func:`stop_process` waits on the process itself), not through the
-    exit reporter: that one is cancelled with the session when the caller is (stop, Ctrl-C).
+    The exit is waited for through ``watch``, shared with the exit reporter: one wait, not two.
+    Should the reporter be cancelled with the session (stop, Ctrl-C), the watch passes to the stop.
     """
+    process = watch.process
     assert process.stdin is not None, "spawned with pipes"
     assert process.stdout is not None, "spawned with pipes"
     assert process.stderr is not None, "spawned with pipes"
     # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
     with anyio.move_on_after(WRITER_FLUSH_S):
         await _close_quietly(process.stdin)
-    await stop_process(process, reaper=reaper)
+    await stop_process(process, reaper=reaper, watch=watch)
     for pipe in (process.stdin, process.stdout, process.stderr):
         await _close_quietly(pipe)
 

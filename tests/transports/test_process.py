@@ -1,0 +1,199 @@
+"""Waiting for a child's exit once for everyone, and stopping its whole process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+
+import anyio
+import psutil
+import pytest
+from anyio.abc import Process
+
+from mcpmux.transports import _process
+from mcpmux.transports._process import ExitWatch, stop_process
+from tests.transports.conftest import WAIT_S
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.subprocess,
+    pytest.mark.skipif(sys.platform == "win32", reason="process groups"),
+]
+
+# Exits when its stdin closes, as a well-behaved stdio server does.
+UNTIL_EOF = "import sys; sys.stdin.read()"
+# Ignores its stdin's end and SIGTERM: only SIGKILL ends it.
+STUBBORN = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); sys.stdin.read(); time.sleep(60)"
+
+
+@asynccontextmanager
+async def child(code: str) -> AsyncIterator[Process]:
+    """A Python child running ``code`` in a process group of its own; killed and reaped whatever happens."""
+    process = await anyio.open_process(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        yield process
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.aclose()
+
+
+def gone_or_zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+class CountedWaits:
+    """Counts the low-level waits for an exit (each one a pidfd and a poll)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        original = _process.wait_exit
+
+        async def counted(process: Process) -> int:
+            self.count += 1
+            return await original(process)
+
+        monkeypatch.setattr(_process, "wait_exit", counted)
+
+
+async def test_every_waiter_of_one_watch_sees_the_exit_through_one_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    waits = CountedWaits(monkeypatch)
+    codes: list[int] = []
+    with anyio.fail_after(WAIT_S):
+        async with child(UNTIL_EOF) as process:
+            watch = ExitWatch(process)
+
+            async def wait() -> None:
+                codes.append(await watch.wait())
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(wait)
+                await anyio.wait_all_tasks_blocked()
+                assert process.stdin is not None
+                await process.stdin.aclose()
+    assert codes == [0, 0, 0]
+    assert waits.count == 1
+
+
+async def test_a_cancelled_watcher_hands_the_watch_to_the_next_waiter() -> None:
+    codes: list[int] = []
+    with anyio.fail_after(WAIT_S):
+        async with child(UNTIL_EOF) as process:
+            watch = ExitWatch(process)
+
+            async def wait() -> None:
+                codes.append(await watch.wait())
+
+            async with anyio.create_task_group() as tg:
+                first = anyio.CancelScope()
+                tg.start_soon(_cancellable_wait, watch, first)
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(wait)
+                await anyio.wait_all_tasks_blocked()
+                first.cancel()
+                await anyio.wait_all_tasks_blocked()
+                process.kill()
+    assert codes == [-signal.SIGKILL]
+
+
+async def _cancellable_wait(watch: ExitWatch, scope: anyio.CancelScope) -> None:
+    with scope:
+        await watch.wait()
+
+
+async def test_a_watch_of_an_exited_child_returns_its_code_without_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    with anyio.fail_after(WAIT_S):
+        async with child("raise SystemExit(3)") as process:
+            assert await ExitWatch(process).wait() == 3
+            waits = CountedWaits(monkeypatch)
+            assert await ExitWatch(process).wait() == 3
+    assert waits.count == 0
+
+
+async def test_stopping_an_already_exited_child_returns_at_once() -> None:
+    with anyio.fail_after(WAIT_S):
+        async with child("pass") as process:
+            watch = ExitWatch(process)
+            await watch.wait()
+            await stop_process(process, watch=watch)
+    assert process.returncode == 0
+
+
+async def test_a_stop_shares_the_watch_of_the_exit_reporter(monkeypatch: pytest.MonkeyPatch) -> None:
+    waits = CountedWaits(monkeypatch)
+    codes: list[int] = []
+    with anyio.fail_after(WAIT_S):
+        async with child(UNTIL_EOF) as process:
+            watch = ExitWatch(process)
+
+            async def report() -> None:
+                codes.append(await watch.wait())
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(report)
+                await anyio.wait_all_tasks_blocked()
+                assert process.stdin is not None
+                await process.stdin.aclose()
+                await stop_process(process, watch=watch)
+    assert codes == [0]
+    assert process.returncode == 0
+    assert waits.count == 1
+
+
+async def test_a_child_killed_while_being_stopped_is_reaped() -> None:
+    with anyio.fail_after(WAIT_S):
+        async with child(STUBBORN) as process:
+            watch = ExitWatch(process)
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch.wait)  # the reporter's wait, under way when the stop begins
+                tg.start_soon(partial(stop_process, process, watch=watch))
+                await anyio.wait_all_tasks_blocked()
+                process.kill()
+    assert process.returncode == -signal.SIGKILL
+
+
+async def test_the_stop_of_a_reporter_cancelled_with_the_session_still_reaps_the_child() -> None:
+    with anyio.fail_after(WAIT_S):
+        async with child(UNTIL_EOF) as process:
+            watch = ExitWatch(process)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch.wait)
+                await anyio.wait_all_tasks_blocked()
+                tg.cancel_scope.cancel()
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            await stop_process(process, watch=watch)
+    assert process.returncode == 0
+
+
+async def test_a_stop_kills_the_whole_process_group() -> None:
+    grandchild_code = STUBBORN.replace("sys.stdin.read(); ", "")
+    spawn = f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {grandchild_code!r}]); "
+    spawn += "print(p.pid, flush=True); sys.stdin.read()"
+    with anyio.fail_after(WAIT_S):
+        async with child(spawn) as process:
+            assert process.stdout is not None and process.stdin is not None
+            grandchild = int((await process.stdout.receive()).decode())
+            watch = ExitWatch(process)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch.wait)
+                await process.stdin.aclose()
+                await stop_process(process, watch=watch)
+            assert process.returncode == 0
+            # SIGKILLed (it ignores SIGTERM) as the stop returns; its end follows the signal.
+            while not gone_or_zombie(grandchild):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
