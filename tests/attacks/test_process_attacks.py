@@ -3,6 +3,11 @@
 - ``execute_shell`` starting a ``setsid`` daemon (the sandbox off): gone when the call returns.
 - A stdio server that double-forks a ``sleep`` daemon into its own session: gone when the manager
   closes, and gone when the mcpmux process itself is SIGKILLed.
+- A caller cancelled (Ctrl-C, a deadline) in the instant between the fork of a child and the
+  connection of its pipes: asyncio then SIGKILLs the reaper alone, and the command the reaper had
+  already forked lived on (a CI run found one after Ctrl-C during connect). Forced here by blocking
+  the loop until the command exists, then cancelling: no process is left, for a stdio server and
+  for ``execute_shell``.
 """
 
 from __future__ import annotations
@@ -11,9 +16,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import psutil
 import pytest
 from mcp import ClientSession
@@ -21,12 +28,16 @@ from mcp import ClientSession
 from mcpmux.config.models import Config, Settings, StdioServerConfig
 from mcpmux.manager import Manager
 from mcpmux.servers import build_server
+from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE
+from mcpmux.servers.workspace_exec import run_command
+from mcpmux.transports import open_transport
 from mcpmux.transports.inprocess import open_mcp_server
 from tests.servers._client import call_ok
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 WAIT_S = 30.0
+SLEEPER = "import time; time.sleep(120)"  # a child that ignores its stdin's end, as slow servers do
 
 # A server that, like a careless daemon launcher, double-forks `sleep` into a session of its own
 # (out of mcpmux's process group), then serves MCP on stdio.
@@ -174,3 +185,68 @@ async def test_a_double_forked_daemon_dies_when_mcpmux_itself_is_sigkilled(tmp_p
             host.stdout.close()
         if daemon is not None:
             _kill_if_alive(daemon)
+
+
+def _with_marker(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if marker in process.cmdline() and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+async def _cancel_between_fork_and_pipes(scope: anyio.CancelScope, marker: str) -> None:
+    """Cancel ``scope`` once the reaper has forked its command, before the spawn's pipes can connect.
+
+    The reaper (its argv ends with the command's, ``marker`` included) appears at the spawn's fork;
+    asyncio then connects its pipes over a few loop iterations. Blocking the loop here until the
+    reaper's own child exists holds the spawn in that window, and the cancel lands in it.
+    """
+    me = os.getpid()
+    with anyio.fail_after(WAIT_S):
+        while not (spawned := [p for p in _with_marker(marker) if p.ppid() == me]):
+            await anyio.lowlevel.checkpoint()  # every loop iteration: the fork happens in one of them
+    reaper = spawned[0]
+    deadline = anyio.current_time() + WAIT_S
+    while not reaper.children() and anyio.current_time() < deadline:
+        time.sleep(0.01)  # noqa: ASYNC251 - blocking on purpose: the spawn must not progress
+    assert reaper.children(), "the reaper never forked its command"
+    scope.cancel()
+
+
+async def _assert_none_left(marker: str) -> None:
+    try:
+        with anyio.move_on_after(WAIT_S):
+            while _with_marker(marker):  # noqa: ASYNC110 - nothing notifies us of another process's death
+                await anyio.sleep(0.05)
+        assert [p.pid for p in _with_marker(marker)] == [], "a process of the cancelled spawn outlived it"
+    finally:
+        for process in _with_marker(marker):
+            _kill_if_alive(process.pid)
+
+
+@pytest.mark.skipif(not REAPER_AVAILABLE, reason="the reaper runs on Linux only")
+async def test_a_stdio_spawn_cancelled_before_its_pipes_connect_leaves_no_process() -> None:
+    marker = f"mcpmux-cancelled-spawn-{os.getpid()}-{time.monotonic_ns()}"
+    server = StdioServerConfig(name="cancelled", command=sys.executable, args=("-c", SLEEPER, marker))
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_between_fork_and_pipes, scope, marker)
+            async with open_transport(server, Settings()):
+                await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    await _assert_none_left(marker)
+
+
+@pytest.mark.skipif(not REAPER_AVAILABLE, reason="the reaper runs on Linux only")
+async def test_an_execute_shell_spawn_cancelled_before_its_pipes_connect_leaves_no_process(tmp_path: Path) -> None:
+    marker = f"mcpmux-cancelled-command-{os.getpid()}-{time.monotonic_ns()}"
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_between_fork_and_pipes, scope, marker)
+            await run_command([sys.executable, "-c", SLEEPER, marker], tmp_path, WAIT_S * 4, 1024)
+    assert scope.cancelled_caught
+    await _assert_none_left(marker)

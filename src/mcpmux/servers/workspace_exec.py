@@ -125,9 +125,12 @@ async def run_command(argv: Sequence[str], cwd: Path, timeout_s: float, keep_byt
     started = time.monotonic()
     timed_out = False
     try:
-        process = await anyio.open_process(
-            reaper_argv(list(argv)), cwd=cwd, env=child_env(), stdin=subprocess.DEVNULL, start_new_session=True
-        )
+        # Shielded (see the stdio transport's spawn): a cancelled spawn must not SIGKILL the reaper
+        # alone and orphan the command it forked; the ``finally`` below stops the whole group.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                reaper_argv(list(argv)), cwd=cwd, env=child_env(), stdin=subprocess.DEVNULL, start_new_session=True
+            )
     except OSError as exc:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
     async with process:

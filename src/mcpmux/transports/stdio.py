@@ -180,20 +180,25 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
 async def _spawn(server: StdioServerConfig, executable: str, env: dict[str, str], wrapped: bool) -> Process:
     argv = sandbox_command(server, executable, env)  # bare argv unless the server's sandbox is on
     try:
-        return await anyio.open_process(
-            # Under the reaper, no descendant outlives the server, even one that left its group.
-            reaper_argv(argv) if wrapped else argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=server.cwd,
-            env=env,
-            start_new_session=True,
-        )
+        # Shielded: asyncio answers a spawn cancelled before its pipes connect with a SIGKILL to
+        # the child alone, which orphans whatever the reaper (or the server) already forked. A
+        # spawn takes milliseconds; a cancelled caller stops the whole group in open_stdio.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                # Under the reaper, no descendant outlives the server, even one that left its group.
+                reaper_argv(argv) if wrapped else argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=server.cwd,
+                env=env,
+                start_new_session=True,
+            )
     except PermissionError as exc:
         raise CommandNotFound(server.name, executable, env["PATH"]) from exc
     except OSError as exc:
         raise TransportError(server.name, f"cannot start {executable!r}: {exc}") from exc
+    return process
 
 
 class _StdoutForwarder:
