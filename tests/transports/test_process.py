@@ -74,12 +74,9 @@ async def test_every_waiter_of_one_watch_sees_the_exit_through_one_wait(monkeypa
         async with child(UNTIL_EOF) as process:
             watch = ExitWatch(process)
 
-            async def wait() -> None:
-                codes.append(await watch.wait())
-
             async with anyio.create_task_group() as tg:
                 for _ in range(3):
-                    tg.start_soon(wait)
+                    tg.start_soon(_collect, watch, codes)
                 await anyio.wait_all_tasks_blocked()
                 assert process.stdin is not None
                 await process.stdin.aclose()
@@ -93,19 +90,20 @@ async def test_a_cancelled_watcher_hands_the_watch_to_the_next_waiter() -> None:
         async with child(UNTIL_EOF) as process:
             watch = ExitWatch(process)
 
-            async def wait() -> None:
-                codes.append(await watch.wait())
-
             async with anyio.create_task_group() as tg:
                 first = anyio.CancelScope()
                 tg.start_soon(_cancellable_wait, watch, first)
                 await anyio.wait_all_tasks_blocked()
-                tg.start_soon(wait)
+                tg.start_soon(_collect, watch, codes)
                 await anyio.wait_all_tasks_blocked()
                 first.cancel()
                 await anyio.wait_all_tasks_blocked()
                 process.kill()
     assert codes == [-signal.SIGKILL]
+
+
+async def _collect(watch: ExitWatch, codes: list[int]) -> None:
+    codes.append(await watch.wait())
 
 
 async def _cancellable_wait(watch: ExitWatch, scope: anyio.CancelScope) -> None:
@@ -138,11 +136,8 @@ async def test_a_stop_shares_the_watch_of_the_exit_reporter(monkeypatch: pytest.
         async with child(UNTIL_EOF) as process:
             watch = ExitWatch(process)
 
-            async def report() -> None:
-                codes.append(await watch.wait())
-
             async with anyio.create_task_group() as tg:
-                tg.start_soon(report)
+                tg.start_soon(_collect, watch, codes)
                 await anyio.wait_all_tasks_blocked()
                 assert process.stdin is not None
                 await process.stdin.aclose()
