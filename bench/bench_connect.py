@@ -14,7 +14,12 @@ and, with ``--count`` (valgrind's callgrind), the instructions of this process p
 (noise-free, unlike time on a loaded machine): a child connects 2 servers each way untimed, then
 callgrind counts it connecting, listing and closing ``--servers`` of them.
 
-Run: ``.venv/bin/python bench/bench_connect.py [--servers 50] [--rounds 5] [--profile FILE] [--count]``.
+With ``--without-reaper``, a third row: the manager with its children started bare, not under
+the reaper (a second Python start per child, ~15-20 ms of the child's CPU, which raw SDK sessions
+never pay): the share of the wall time that is the reaper's.
+
+Run: ``.venv/bin/python bench/bench_connect.py [--servers 50] [--rounds 5] [--profile FILE] [--count]
+[--without-reaper]``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from harness import report
 
 from mcpmux.config.models import Config, Settings, StdioServerConfig
 from mcpmux.manager import Manager
+from mcpmux.transports import stdio
 
 SERVER = str(Path(__file__).parent / "slow_start_server.py")
 SETTINGS = Settings(connect_timeout_ms=120_000, timeout_ms=120_000)
@@ -73,6 +79,20 @@ async def manager_connect(servers: int) -> None:
     async with Manager(Config(servers=configs, settings=SETTINGS), catalog=False, connect_concurrency=servers) as mux:
         connected = [s for s in mux.status() if s.state.value == "connected"]
         assert len(connected) == servers, [(s.name, s.state.value, s.reason) for s in mux.status()]
+
+
+async def manager_connect_without_reaper(servers: int) -> None:
+    """As :func:`manager_connect` with each child started bare, not under the reaper.
+
+    Not a mode of mcpmux (nothing turns the reaper off): it shows what the reaper, a second Python
+    start per child, costs the wall time, which the SDK's sessions never pay.
+    """
+    real = getattr(stdio, "per_process_reaper")  # noqa: B009 - a name the transport imported, patched where it looks
+    setattr(stdio, "per_process_reaper", lambda: False)  # noqa: B010
+    try:
+        await manager_connect(servers)
+    finally:
+        setattr(stdio, "per_process_reaper", real)  # noqa: B010
 
 
 def measure(connect: Callable[[int], Awaitable[None]], servers: int) -> tuple[float, float]:
@@ -142,6 +162,9 @@ def main(argv: Sequence[str] = ()) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", help="write a cProfile of the manager's rounds here")
     parser.add_argument("--count", action="store_true", help="also count instructions per server (callgrind)")
+    parser.add_argument(
+        "--without-reaper", action="store_true", help="add a row: the manager with its children not under the reaper"
+    )
     parser.add_argument("--child", choices=sorted(KINDS), help=argparse.SUPPRESS)
     options = parser.parse_args(list(argv))
     if options.child:
@@ -151,6 +174,7 @@ def main(argv: Sequence[str] = ()) -> None:
     measure(manager_connect, 2)
     sdk: list[tuple[float, float]] = []
     mux: list[tuple[float, float]] = []
+    bare: list[tuple[float, float]] = []
     profiler = cProfile.Profile(time.process_time) if options.profile else None
     for _ in range(options.rounds):
         sdk.append(measure(sdk_connect, options.servers))
@@ -159,6 +183,8 @@ def main(argv: Sequence[str] = ()) -> None:
         mux.append(measure(manager_connect, options.servers))
         if profiler is not None:
             profiler.disable()
+        if options.without_reaper:
+            bare.append(measure(manager_connect_without_reaper, options.servers))
     if profiler is not None:
         profiler.dump_stats(options.profile)
     wall_sdk, cpu_sdk = (statistics.median(x[i] for x in sdk) for i in (0, 1))
@@ -169,6 +195,11 @@ def main(argv: Sequence[str] = ()) -> None:
         ["mcpmux Manager", round(wall_mux, 3), round(cpu_mux, 3), round(cpu_mux / n * 1e3, 2),
          round(wall_mux / wall_sdk, 2), round(cpu_mux / cpu_sdk, 2)],
     ]  # fmt: skip
+    if bare:
+        wall_bare, cpu_bare = (statistics.median(x[i] for x in bare) for i in (0, 1))
+        name = "mcpmux Manager, children not under the reaper"
+        rows.append([name, round(wall_bare, 3), round(cpu_bare, 3), round(cpu_bare / n * 1e3, 2),
+                     round(wall_bare / wall_sdk, 2), round(cpu_bare / cpu_sdk, 2)])  # fmt: skip
     columns = ["connect N stdio servers", "wall s", "host CPU s", "CPU ms/server", "wall ratio", "CPU ratio"]
     if options.count and shutil.which("valgrind") and shutil.which("callgrind_control"):
         with tempfile.TemporaryDirectory(prefix="bench-connect-") as scratch:
@@ -176,6 +207,8 @@ def main(argv: Sequence[str] = ()) -> None:
         columns += ["M instructions/server", "instructions ratio"]
         rows[0] += [round(counts[0] / n / 1e6, 2), 1.0]
         rows[1] += [round(counts[1] / n / 1e6, 2), round(counts[1] / counts[0], 2)]
+        for row in rows[2:]:
+            row += ["-", "-"]  # not counted: the reaper runs in the children, not in this process
     report("connect", columns, rows, servers=n, rounds=options.rounds)
 
 
