@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import _ctypes
+import _signal
+import ast
 import os
 import signal
 import subprocess
@@ -12,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from mcpmux.servers import _reaper as reaper
 from mcpmux.servers._reaper import AVAILABLE, GUARDIAN_ENV, SWEEP_SIGNAL, guardian_argv, reaper_argv
 
 pytestmark = [
@@ -193,3 +197,62 @@ def test_has_children_sees_live_children_only() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT_S)
     assert done.returncode == 0, done.stderr
+
+
+# The reaper's start is a second interpreter start for every stdio server. It imports the C modules
+# under ``signal`` and ``ctypes`` (private to CPython) and comes from the bytecode cache: these
+# tests fail when a change brings the Python layers back, or when CPython changes what it uses.
+PYTHON_LAYERS = {"enum", "signal", "ctypes", "functools", "collections", "typing"}
+REAPER_SOURCE = Path(reaper.__file__).read_text()
+
+
+def _used_attributes(module: str) -> set[str]:
+    tree = ast.parse(REAPER_SOURCE)
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == module
+    }
+
+
+def test_a_reaper_starts_without_the_python_layers_and_imports_itself_as_a_cached_module() -> None:
+    argv = reaper_argv([sys.executable, "-I", "-S", "-c", "raise SystemExit(4)"])
+    assert argv[0] == sys.executable and reaper.__file__ in argv  # ps and the tests find it by its file
+    started = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, timeout=WAIT_S)
+    assert started.returncode == 4, started.stderr
+    reaper_imports = started.stderr.split("| _reaper\n")[0]  # the reaper's own lines end at its module's
+    lines = [line for line in reaper_imports.splitlines() if line.startswith("import time:")]
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines}
+    assert "_reaper" in started.stderr and {"_ctypes", "os"} <= imported, started.stderr
+    assert not imported & PYTHON_LAYERS, sorted(imported & PYTHON_LAYERS)
+
+
+def test_the_c_modules_the_reaper_uses_still_have_every_name_with_the_public_value() -> None:
+    signal_names = _used_attributes("signal")
+    assert {"signal", "SIGUSR1", "SIG_DFL", "sigtimedwait", "pthread_sigmask"} <= signal_names  # the scan works
+    for name in signal_names:
+        public, private = getattr(signal, name), getattr(_signal, name)
+        assert private == public or callable(private), f"_signal.{name} = {private!r}, signal.{name} = {public!r}"
+    ctypes_names = _used_attributes("_ctypes")
+    assert ctypes_names == {"CFuncPtr", "FUNCFLAG_CDECL", "dlopen", "dlsym"}, ctypes_names
+    for name in ctypes_names:
+        assert hasattr(_ctypes, name), f"_ctypes.{name} is gone (CPython {sys.version})"
+
+
+def test_prctl_through_the_bare_c_function_sets_what_it_is_asked() -> None:
+    # in a child: a subreaper and a parent-death signal must not outlive the check in this process
+    check = f"""
+import ctypes, sys
+sys.path.append({str(Path(reaper.__file__).parent)!r})
+import _reaper
+prctl = _reaper._prctl()
+assert prctl(36, 1, 0, 0, 0) == 0 and prctl(1, 10, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG
+libc = ctypes.CDLL(None)
+subreaper, deathsig = ctypes.c_int(), ctypes.c_int()
+libc.prctl(37, ctypes.byref(subreaper), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+libc.prctl(2, ctypes.byref(deathsig), 0, 0, 0)  # PR_GET_PDEATHSIG
+assert prctl(12345, 0, 0, 0, 0) == -1  # an unknown option: EINVAL, returned as a C int
+print(subreaper.value, deathsig.value)
+"""
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", check], capture_output=True, text=True, timeout=WAIT_S)
+    assert done.returncode == 0 and done.stdout.split() == ["1", "10"], done.stderr
