@@ -15,8 +15,9 @@ and, with ``--count`` (valgrind's callgrind), the instructions of this process p
 callgrind counts it connecting, listing and closing ``--servers`` of them.
 
 With ``--without-reaper``, a third row: the manager with its children started bare, not under
-the reaper (a second Python start per child, ~15-20 ms of the child's CPU, which raw SDK sessions
-never pay): the share of the wall time that is the reaper's.
+the reaper (a second Python start per child, which raw SDK sessions never pay): the share of the
+wall time that is the reaper's. A second table (``reaper_start``, Linux) gives what one reaper
+start costs: CPU per start of the reaper running ``true``, against a bare ``python -I -S``.
 
 Run: ``.venv/bin/python bench/bench_connect.py [--servers 50] [--rounds 5] [--profile FILE] [--count]
 [--without-reaper]``.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,6 +45,7 @@ from harness import report
 
 from mcpmux.config.models import Config, Settings, StdioServerConfig
 from mcpmux.manager import Manager
+from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE, reaper_argv
 from mcpmux.transports import stdio
 
 SERVER = str(Path(__file__).parent / "slow_start_server.py")
@@ -93,6 +96,34 @@ async def manager_connect_without_reaper(servers: int) -> None:
         await manager_connect(servers)
     finally:
         setattr(stdio, "per_process_reaper", real)  # noqa: B010
+
+
+def children_cpu_ms(argv: list[str], starts: int) -> float:
+    """CPU (user + system, every descendant reaped) per run of ``argv``, in milliseconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(starts):
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / starts * 1e3
+
+
+def reaper_start(rounds: int, starts: int = 20) -> None:
+    """The ``reaper_start`` table: a reaper running ``true`` against a bare interpreter, interleaved."""
+    true = shutil.which("true") or "/bin/true"
+    kinds = {
+        "python -I -S -c pass (bare interpreter)": [sys.executable, "-I", "-S", "-c", "pass"],
+        "reaper running true": reaper_argv([true]),
+        "true alone": [true],
+    }
+    runs: dict[str, list[float]] = {name: [] for name in kinds}
+    for _ in range(rounds):
+        for name, argv in kinds.items():
+            runs[name].append(children_cpu_ms(argv, starts))
+    medians = {name: statistics.median(ms) for name, ms in runs.items()}
+    bare = medians["python -I -S -c pass (bare interpreter)"]
+    rows = [[name, round(ms, 2), round(ms - bare, 2)] for name, ms in medians.items()]
+    columns = ["one start", "CPU ms (median)", "over the bare interpreter"]
+    report("reaper_start", columns, rows, rounds=rounds, starts=starts)
 
 
 def measure(connect: Callable[[int], Awaitable[None]], servers: int) -> tuple[float, float]:
@@ -210,6 +241,8 @@ def main(argv: Sequence[str] = ()) -> None:
         for row in rows[2:]:
             row += ["-", "-"]  # not counted: the reaper runs in the children, not in this process
     report("connect", columns, rows, servers=n, rounds=options.rounds)
+    if REAPER_AVAILABLE:
+        reaper_start(options.rounds)
 
 
 if __name__ == "__main__":
