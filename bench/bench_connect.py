@@ -8,7 +8,12 @@ close it. Rounds alternate (SDK, manager, SDK, ...) and the medians are reported
 - wall seconds from nothing to every server listed;
 - host CPU seconds (this process only: ``time.process_time``), the figure the target is about
   (<= 1.3x the SDK's);
-- the same per server in milliseconds.
+- the same per server in milliseconds;
+- the cycle collector's full collections over all rounds, the ratio of mean CPU (full collections
+  included as often as they come, as in a long-lived host) and the ratio of median CPU with their
+  own CPU taken out. A full collection costs 30-80 ms here, nearly a round's CPU, and lands on
+  whichever round crosses its threshold; a side that keeps more objects alive per server crosses
+  it more often, so the median swings from run to run with how many rounds it landed in.
 
 and, with ``--count`` (valgrind's callgrind), the instructions of this process per server
 (noise-free, unlike time on a loaded machine): a child connects 2 servers each way untimed, then
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import resource
 import shutil
 import statistics
@@ -126,10 +132,38 @@ def reaper_start(rounds: int, starts: int = 20) -> None:
     report("reaper_start", columns, rows, rounds=rounds, starts=starts)
 
 
-def measure(connect: Callable[[int], Awaitable[None]], servers: int) -> tuple[float, float]:
-    started, cpu = time.perf_counter(), time.process_time()
-    anyio.run(connect, servers)
-    return time.perf_counter() - started, time.process_time() - cpu
+class FullCollections:
+    """Counts the cycle collector's full (generation 2) collections and their CPU while installed.
+
+    A full collection walks every tracked object of the process (~100k here, most of them
+    imported modules): 30-80 ms, against ~100 ms for a whole 50-server connect. It comes once
+    enough objects have survived into the oldest generation, so its rounds are the ones after
+    the most objects were kept alive: a side that keeps more alive per server gets more of them.
+    """
+
+    def __init__(self) -> None:
+        self.count, self.cpu_s, self._started = 0, 0.0, 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.count += 1
+            self.cpu_s += time.process_time() - self._started
+
+
+def measure(connect: Callable[[int], Awaitable[None]], servers: int) -> tuple[float, float, int, float]:
+    """Wall seconds, host CPU seconds, full collections and their CPU seconds of one round."""
+    full = FullCollections()
+    gc.callbacks.append(full)
+    try:
+        started, cpu = time.perf_counter(), time.process_time()
+        anyio.run(connect, servers)
+        return time.perf_counter() - started, time.process_time() - cpu, full.count, full.cpu_s
+    finally:
+        gc.callbacks.remove(full)
 
 
 KINDS: dict[str, Callable[[int], Awaitable[None]]] = {"sdk": sdk_connect, "manager": manager_connect}
@@ -187,6 +221,32 @@ def _expect(proc: subprocess.Popen[str], word: str) -> None:
     raise RuntimeError(f"the child ended before saying {word!r} (exit code {proc.wait()})")
 
 
+Round = tuple[float, float, int, float]
+
+
+def _row(name: str, rounds: list[Round], sdk: list[Round], servers: int) -> list[Any]:
+    """Medians of the rounds, their ratios to the SDK's; then the full collections over all rounds,
+    the ratio of mean CPU (what a long-lived host pays: full collections included as often as they
+    come) and the ratio of median CPU with the full collections' own CPU taken out."""
+
+    def median(of: list[Round], field: int) -> float:
+        return statistics.median(r[field] for r in of)
+
+    def mean_cpu(of: list[Round]) -> float:
+        return statistics.fmean(r[1] for r in of)
+
+    def cpu_without_full(of: list[Round]) -> float:
+        return statistics.median(r[1] - r[3] for r in of)
+
+    wall, cpu = median(rounds, 0), median(rounds, 1)
+    return [
+        name, round(wall, 3), round(cpu, 3), round(cpu / servers * 1e3, 2),
+        round(wall / median(sdk, 0), 2), round(cpu / median(sdk, 1), 2),
+        sum(r[2] for r in rounds), round(mean_cpu(rounds) / mean_cpu(sdk), 2),
+        round(cpu_without_full(rounds) / cpu_without_full(sdk), 2),
+    ]  # fmt: skip
+
+
 def main(argv: Sequence[str] = ()) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=50)
@@ -203,9 +263,9 @@ def main(argv: Sequence[str] = ()) -> None:
         return
     measure(sdk_connect, 2)  # imports and first-use costs out of the rounds
     measure(manager_connect, 2)
-    sdk: list[tuple[float, float]] = []
-    mux: list[tuple[float, float]] = []
-    bare: list[tuple[float, float]] = []
+    sdk: list[tuple[float, float, int, float]] = []
+    mux: list[tuple[float, float, int, float]] = []
+    bare: list[tuple[float, float, int, float]] = []
     profiler = cProfile.Profile(time.process_time) if options.profile else None
     for _ in range(options.rounds):
         sdk.append(measure(sdk_connect, options.servers))
@@ -218,20 +278,12 @@ def main(argv: Sequence[str] = ()) -> None:
             bare.append(measure(manager_connect_without_reaper, options.servers))
     if profiler is not None:
         profiler.dump_stats(options.profile)
-    wall_sdk, cpu_sdk = (statistics.median(x[i] for x in sdk) for i in (0, 1))
-    wall_mux, cpu_mux = (statistics.median(x[i] for x in mux) for i in (0, 1))
     n = options.servers
-    rows = [
-        ["raw SDK sessions", round(wall_sdk, 3), round(cpu_sdk, 3), round(cpu_sdk / n * 1e3, 2), 1.0, 1.0],
-        ["mcpmux Manager", round(wall_mux, 3), round(cpu_mux, 3), round(cpu_mux / n * 1e3, 2),
-         round(wall_mux / wall_sdk, 2), round(cpu_mux / cpu_sdk, 2)],
-    ]  # fmt: skip
+    rows = [_row("raw SDK sessions", sdk, sdk, n), _row("mcpmux Manager", mux, sdk, n)]
     if bare:
-        wall_bare, cpu_bare = (statistics.median(x[i] for x in bare) for i in (0, 1))
-        name = "mcpmux Manager, children not under the reaper"
-        rows.append([name, round(wall_bare, 3), round(cpu_bare, 3), round(cpu_bare / n * 1e3, 2),
-                     round(wall_bare / wall_sdk, 2), round(cpu_bare / cpu_sdk, 2)])  # fmt: skip
-    columns = ["connect N stdio servers", "wall s", "host CPU s", "CPU ms/server", "wall ratio", "CPU ratio"]
+        rows.append(_row("mcpmux Manager, children not under the reaper", bare, sdk, n))
+    columns = ["connect N stdio servers", "wall s", "host CPU s", "CPU ms/server", "wall ratio", "CPU ratio",
+               "full collections", "CPU ratio, mean", "CPU ratio, no full collection"]  # fmt: skip
     if options.count and shutil.which("valgrind") and shutil.which("callgrind_control"):
         with tempfile.TemporaryDirectory(prefix="bench-connect-") as scratch:
             counts = [counted(kind, n, Path(scratch)) for kind in ("sdk", "manager")]
