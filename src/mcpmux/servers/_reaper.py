@@ -14,11 +14,12 @@ reparented to it instead of to init, so it can always find them (``/proc/*/stat`
 - ``SIGTERM``/``SIGINT``/``SIGHUP`` reach the command: through the process group when the host
   signals the group; the reaper forwards them to the command's own group when it left ours.
 
-Run with ``-I -S`` (stdlib only, fast start), importing only C modules (``_signal``, ``_ctypes``):
-a reaper starts in ~6 ms of CPU more than a bare interpreter, against ~17 ms with ``signal`` and
-``ctypes``, whose Python layers import ``enum``, ``functools`` and ``collections``. Used by the
-stdio transport and by the workspace's commands; it lives in the built-in servers' package, the
-lower of the two layers. Elsewhere than Linux it is not used (:data:`AVAILABLE`).
+Run with ``-I -S`` (stdlib only, fast start), importing only C modules (``_signal``, ``_ctypes``)
+and loaded from the bytecode cache: a reaper starts in 5-8 ms of CPU more than a bare interpreter,
+against ~24 ms as a script importing ``signal`` and ``ctypes`` (whose Python layers import ``enum``,
+``functools`` and ``collections``). Used by the stdio transport and by the workspace's commands;
+it lives in the built-in servers' package, the lower of the two layers. Elsewhere than Linux it is
+not used (:data:`AVAILABLE`).
 
 **Guardian mode** (``--guardian``, :func:`guardian_argv`): one reaper for a long-lived process and
 every process it will ever start, such as the daemon (:mod:`mcpmux.daemon.service`), which then
