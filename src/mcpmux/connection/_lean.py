@@ -19,7 +19,6 @@ stays on the SDK's path. ``MCPMUX_LEAN_PATH=0`` switches it off.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Mapping
@@ -35,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json, to_json
 
 from mcpmux.connection._evidence import Evidence
-from mcpmux.transports.direct import DirectReplies, Line, Unclaimed
+from mcpmux.transports.direct import DirectReplies, Line, Unclaimed, asyncio_loop
 from mcpmux.transports.framing import parse_message
 
 __all__ = ["ENV_SWITCH", "LeanPath", "lean_enabled"]
@@ -68,7 +67,7 @@ class LeanPath:
         self.server = server
         self._replies = replies
         self._evidence = evidence
-        self._loop = _asyncio_loop()
+        self._loop = asyncio_loop()
         self._parse_tool = _parser("tools/call", version, types.CallToolResult)
         self._parse_read = _parser("resources/read", version, types.ReadResourceResult)
 
@@ -154,14 +153,6 @@ def _timed_out(method: str) -> MCPError:
 def _closed() -> MCPError:
     # The SDK's own "connection closed" shape, which the evidence maps to what ended the transport.
     return MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
-
-
-def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop (where the deadlines are its timers), or ``None`` on another backend."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:  # no asyncio loop runs this task (trio)
-        return None
 
 
 def _parser(method: str, version: str, model: type[types.Result]) -> Callable[[Line], object]:

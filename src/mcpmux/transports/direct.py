@@ -27,7 +27,7 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcpmux.errors import MessageTooLarge, ResponseTooLarge
 from mcpmux.transports.framing import ENVELOPE_BYTES, LineWriter, read_envelope
 
-__all__ = ["DIRECT_ID_BASE", "DirectReplies", "Reply", "Unclaimed"]
+__all__ = ["DIRECT_ID_BASE", "DirectReplies", "Reply", "Unclaimed", "asyncio_loop"]
 
 logger = logging.getLogger("mcpmux.transports")
 
@@ -109,7 +109,7 @@ class DirectReplies:
         self.waiting: dict[int, Reply] = {}
         self.closed = False
         self._next_id = DIRECT_ID_BASE
-        self._loop = _asyncio_loop()
+        self._loop = asyncio_loop()
 
     def expect(self, method: str, parse: Callable[[Line], object]) -> tuple[int, Reply]:
         """A new id for a ``method`` request and the waiter of its answer, parsed by ``parse``."""
@@ -168,7 +168,7 @@ class DirectReplies:
             reply.wake()
 
 
-def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     """The running asyncio loop, or ``None`` on another backend (trio)."""
     try:
         return asyncio.get_running_loop()
