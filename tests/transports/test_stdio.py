@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import select
 import sys
 import time
 from typing import Any
@@ -118,6 +120,77 @@ async def test_a_child_quiet_on_stderr_makes_no_logger_and_its_log_file_still_ex
         await sink.drain(_SilentStderr())  # type: ignore[arg-type]
     assert "mcpmux.server.quiet-on-stderr" not in logging.root.manager.loggerDict
     assert sink.path.exists() and sink.tail() == ""
+
+
+# On asyncio a child's stderr is read from a loop callback (StderrSink.follow), not by a task.
+async def _followed(sink: StderrSink, chunks: list[bytes], *, end: bool = True) -> int:
+    """A real pipe followed by ``sink``: ``chunks`` written one loop turn apart; its read end."""
+    read_end, write_end = os.pipe()
+    sink.follow(read_end, asyncio.get_running_loop())
+    try:
+        for chunk in chunks:
+            os.write(write_end, chunk)
+            with anyio.fail_after(WAIT_S):
+                while _unread(read_end):  # noqa: ASYNC110 - the reader callback has no event to wait on
+                    await anyio.sleep(0.01)
+    finally:
+        if end:
+            os.close(write_end)
+    if end:
+        with anyio.fail_after(WAIT_S):
+            await sink.done.wait()
+    return read_end if end else write_end
+
+
+def _unread(fd: int) -> bool:
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False  # closed: read to its end
+
+
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
+async def test_a_followed_stderr_pipe_is_masked_kept_logged_and_closed_at_its_end() -> None:
+    secret = "s3cr3t-value-0123456789"
+    sink = StderrSink("followed", frozenset({secret}))
+    half = len(secret) // 2
+    read_end = await _followed(sink, [b"one\nkey=" + secret[:half].encode(), secret[half:].encode() + b"\nlast words"])
+    assert sink.tail() == "one\nkey=****\nlast words"
+    assert sink.path.read_text("utf-8") == "one\nkey=****\nlast words"
+    assert _closed(read_end)
+    sink.unfollow()  # idempotent once the pipe ended
+    assert sink.done.is_set()
+
+
+async def test_unfollowing_before_the_end_keeps_the_partial_line_and_closes_the_pipe() -> None:
+    sink = StderrSink("unfollowed")
+    write_end = await _followed(sink, [b"started\nhalf a li"], end=False)
+    try:
+        assert not sink.done.is_set()
+        sink.unfollow()
+        assert sink.done.is_set() and sink.tail() == "started\nhalf a li"
+        with pytest.raises(BrokenPipeError):  # our read end is closed: the child would get EPIPE
+            os.write(write_end, b"more")
+    finally:
+        os.close(write_end)
+
+
+async def test_a_stderr_log_that_cannot_be_written_keeps_the_tail_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    sink = StderrSink("full-disk")
+    sink.path.parent.mkdir(parents=True, exist_ok=True)
+    sink.path.symlink_to("/dev/full")  # every write fails with ENOSPC
+    caplog.set_level(logging.WARNING, logger="mcpmux.server.full-disk")
+    await _followed(sink, [b"first line\n", b"second line\n"])
+    assert sink.tail() == "first line\nsecond line\n"
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mcpmux.server.full-disk"]
+    assert len(warnings) == 1 and "cannot write the stderr log" in warnings[0], warnings
 
 
 async def test_a_crash_mid_call_fails_the_request_at_once() -> None:

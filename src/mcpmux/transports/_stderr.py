@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+from contextlib import suppress
 from typing import BinaryIO
 
 import anyio
@@ -42,6 +44,7 @@ class StderrSink:
         self._logger_made: logging.Logger | None = None
         self._file: BinaryIO | None = None
         self._written = 0
+        self._followed: tuple[int, asyncio.AbstractEventLoop] | None = None
 
     @property
     def _logger(self) -> logging.Logger:
@@ -53,6 +56,42 @@ class StderrSink:
     def tail(self) -> str:
         """The last stderr output (up to 64 KiB), decoded leniently."""
         return self._tail.decode("utf-8", "replace")
+
+    def follow(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the pipe ``fd`` to its end from ``loop``'s reader callback; the sink owns ``fd`` from now.
+
+        No task, stream or transport per child (asyncio; :meth:`drain` elsewhere): a stdio server
+        keeps ~30 objects fewer alive, and each read is one ``os.read``. :meth:`unfollow` stops early.
+        """
+        self._followed = (fd, loop)  # first: unfollow() closes it, whatever fails below
+        os.set_blocking(fd, False)
+        self._open_logged()
+        loop.add_reader(fd, self._readable)
+
+    def unfollow(self) -> None:
+        """Stop following (idempotent): close the pipe, keep what came, set :attr:`done`."""
+        if self._followed is None:
+            return
+        (fd, loop), self._followed = self._followed, None
+        loop.remove_reader(fd)
+        os.close(fd)
+        self._flush_pending()
+        self.close()
+        self.done.set()
+
+    def _readable(self) -> None:
+        assert self._followed is not None, "called only while registered"
+        try:
+            chunk = os.read(self._followed[0], READ_CHUNK_BYTES)
+        except BlockingIOError:
+            return  # woken for nothing
+        except OSError as exc:  # EIO and the like: the pipe is unusable, as at its end
+            self._logger.debug("reading stderr failed: %r", exc)
+            chunk = b""
+        if chunk:
+            self._receive(chunk)
+        else:
+            self.unfollow()
 
     async def drain(self, source: ByteReceiveStream) -> None:
         """Read ``source`` to its end, never blocking the child for longer than a file write."""
@@ -125,12 +164,21 @@ class StderrSink:
         if len(self._tail) > STDERR_TAIL_BYTES:
             del self._tail[: len(self._tail) - STDERR_TAIL_BYTES]
         if self._file is not None:
-            self._file.write(chunk)
-            self._file.flush()
-            self._written += len(chunk)
-            if self._written >= LOG_FILE_MAX_BYTES:
-                self.close()
-                self._open_logged()
+            try:
+                self._file.write(chunk)
+                self._file.flush()
+            except OSError as exc:  # a full disk, say: the tail and the logger go on without the file
+                self._logger.warning(
+                    "cannot write the stderr log %s: %s; keeping only the in-memory tail", self.path, exc
+                )
+                file, self._file = self._file, None
+                with suppress(OSError):  # its close flushes the same unwritable bytes: the error above
+                    file.close()
+            else:
+                self._written += len(chunk)
+                if self._written >= LOG_FILE_MAX_BYTES:
+                    self.close()
+                    self._open_logged()
         if self._logger.isEnabledFor(logging.DEBUG):
             for line in chunk.decode("utf-8", "replace").splitlines():
                 self._logger.debug("%s", line)

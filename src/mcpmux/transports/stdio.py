@@ -13,14 +13,15 @@ byte streams that fit the framer, and no asyncio-only API to pin us to one backe
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import logging
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
@@ -35,7 +36,7 @@ from mcpmux.servers._reaper import per_process_reaper, reaper_argv
 from mcpmux.transports._process import ExitWatch, stop_process
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
-from mcpmux.transports.direct import DirectReplies
+from mcpmux.transports.direct import DirectReplies, asyncio_loop
 from mcpmux.transports.framing import LineFramer, LineWriter, pump_lines
 from mcpmux.transports.sandbox import package_runner_note, sandbox_command
 
@@ -141,20 +142,32 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     env = child_environment(server, passthrough=settings.env_passthrough)
     executable = resolve_command(server, env["PATH"])
     wrapped = per_process_reaper()  # not in a daemon under a guardian: it is the reaper of all
-    process = await _spawn(server, executable, env, wrapped)
+    loop = asyncio_loop()
+    # On asyncio the child's stderr is a pipe of ours, read from a loop callback (StderrSink.follow);
+    # elsewhere anyio's stream, read by a task (StderrSink.drain).
+    err_read, err_write = os.pipe() if loop is not None else (-1, subprocess.PIPE)
+    try:
+        process = await _spawn(server, executable, env, wrapped, err_write)
+    except BaseException:
+        if loop is not None:
+            os.close(err_read)
+        raise
+    finally:
+        if loop is not None:
+            os.close(err_write)  # the child has its copy
     secrets = _secrets_of(server)
     sink = StderrSink(server.name, secrets)
     read_send, read_receive = anyio.create_memory_object_stream[Item](0)
     assert process.stdin is not None, "spawned with pipes"
-    assert process.stderr is not None, "spawned with pipes"
     write = LineWriter(process.stdin)
     direct = DirectReplies(write)
     framer = LineFramer(server.name, settings.max_message_bytes, direct)
     exit_watch = ExitWatch(process)  # one wait for the exit: the reporter's, and the stop's if it comes later
     # Closing both ends here too: a task cancelled before its first step never closes its own.
-    with read_send, read_receive:
+    with read_send, read_receive, _following(sink, err_read, loop):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(sink.drain, process.stderr)
+            if process.stderr is not None:
+                tg.start_soon(sink.drain, process.stderr)
             stdout = _StdoutForwarder(process, framer, read_send)
             tg.start_soon(stdout.run)
             tg.start_soon(_report_exit, server.name, exit_watch, stdout, read_send, sink, package_runner_note(server))
@@ -174,10 +187,26 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
                     # Nobody reads past this point: the exit of a child being stopped is not reported.
                     read_receive.close()
                     await _shutdown(exit_watch, reaper=wrapped)
+                    sink.unfollow()  # the child is gone: what it wrote last is in the pipe
                 tg.cancel_scope.cancel()
 
 
-async def _spawn(server: StdioServerConfig, executable: str, env: dict[str, str], wrapped: bool) -> Process:
+@contextmanager
+def _following(sink: StderrSink, fd: int, loop: asyncio.AbstractEventLoop | None) -> Iterator[None]:
+    """``sink`` follows the stderr pipe ``fd`` on ``loop`` (asyncio) for the block, and stops after it."""
+    if loop is None:
+        yield  # anyio's stream, drained by a task
+        return
+    sink.follow(fd, loop)
+    try:
+        yield
+    finally:
+        sink.unfollow()
+
+
+async def _spawn(
+    server: StdioServerConfig, executable: str, env: dict[str, str], wrapped: bool, stderr: int
+) -> Process:
     argv = sandbox_command(server, executable, env)  # bare argv unless the server's sandbox is on
     try:
         # Shielded: asyncio answers a spawn cancelled before its pipes connect with a SIGKILL to
@@ -189,7 +218,7 @@ async def _spawn(server: StdioServerConfig, executable: str, env: dict[str, str]
                 reaper_argv(argv) if wrapped else argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=stderr,
                 cwd=server.cwd,
                 env=env,
                 start_new_session=True,
@@ -268,13 +297,13 @@ async def _shutdown(watch: ExitWatch, *, reaper: bool) -> None:
     process = watch.process
     assert process.stdin is not None, "spawned with pipes"
     assert process.stdout is not None, "spawned with pipes"
-    assert process.stderr is not None, "spawned with pipes"
     # The 2025-11-25 spec closes stdio sessions by closing stdin; signals only if the child lingers.
     with anyio.move_on_after(WRITER_FLUSH_S):
         await _close_quietly(process.stdin)
     await stop_process(process, reaper=reaper, watch=watch)
     for pipe in (process.stdin, process.stdout, process.stderr):
-        await _close_quietly(pipe)
+        if pipe is not None:  # stderr: a pipe of the transport's own on asyncio (StderrSink.follow)
+            await _close_quietly(pipe)
 
 
 async def _close_quietly(pipe: AsyncResource) -> None:
