@@ -8,7 +8,9 @@ and, on Linux, every descendant (:mod:`mcpmux.servers._reaper`: a reaper per ser
 daemon one guardian for all), even if mcpmux is SIGKILLed.
 
 Built on ``anyio.open_process``: the same structured-concurrency primitives as the rest of mcpmux,
-byte streams that fit the framer, and no asyncio-only API to pin us to one backend.
+byte streams that fit the framer, and no backend it needs. On asyncio only, stderr is read from a
+loop reader callback on a pipe of ours (:meth:`StderrSink.follow`: a task fewer per child); elsewhere
+anyio's stream is drained by a task.
 """
 
 from __future__ import annotations
