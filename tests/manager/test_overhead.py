@@ -19,8 +19,8 @@ from mcpmux.testing import MockServer
 pytestmark = pytest.mark.anyio
 
 SERVERS = 3
-TASKS_PER_SERVER = 4
-"""Supervisor loop, dispatcher, stdout reader, exit reporter (stderr is read from a loop callback on asyncio)."""
+TASKS_PER_SERVER = 3
+"""Supervisor loop, dispatcher, stdout reader (stderr and the exit are watched from loop callbacks on asyncio)."""
 
 
 def _mock(name: str) -> MockServer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -11,12 +12,13 @@ from contextlib import asynccontextmanager
 from functools import partial
 
 import anyio
+import anyio.lowlevel
 import psutil
 import pytest
 from anyio.abc import Process
 
 from mcpmux.transports import _process
-from mcpmux.transports._process import ExitWatch, stop_process
+from mcpmux.transports._process import ExitNotice, ExitWatch, stop_process
 from tests.transports.conftest import WAIT_S
 
 pytestmark = [
@@ -192,3 +194,71 @@ async def test_a_stop_kills_the_whole_process_group() -> None:
             # SIGKILLed (it ignores SIGTERM) as the stop returns; its end follows the signal.
             while not gone_or_zombie(grandchild):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+class Notices:
+    """The exit-notice callback: counts its calls and wakes a waiter."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.called = anyio.Event()
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self.called.set()
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd: Linux")
+async def test_an_exit_notice_calls_back_once_at_the_exit_and_releases_its_pidfd() -> None:
+    notices = Notices()
+    with anyio.fail_after(WAIT_S):
+        async with child(UNTIL_EOF) as process:
+            fds = _open_fds()
+            notice = ExitNotice.start(process, asyncio.get_running_loop(), notices)
+            assert notice is not None
+            (pidfd,) = _open_fds() - fds
+            for _ in range(20):
+                await anyio.lowlevel.checkpoint()  # turns of the loop while the child runs: no call
+            assert notices.calls == 0
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            await notices.called.wait()
+            assert pidfd not in _open_fds()  # closed before the callback ran
+            assert await ExitWatch(process).wait() == 0  # the code comes a moment after the notice
+            notice.close()  # idempotent
+            for _ in range(20):
+                await anyio.lowlevel.checkpoint()
+    assert notices.calls == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd: Linux")
+async def test_a_closed_exit_notice_never_calls_back() -> None:
+    notices = Notices()
+    with anyio.fail_after(WAIT_S):
+        async with child(UNTIL_EOF) as process:
+            fds = _open_fds()
+            notice = ExitNotice.start(process, asyncio.get_running_loop(), notices)
+            assert notice is not None
+            notice.close()
+            assert _open_fds() == fds
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            assert await ExitWatch(process).wait() == 0
+            for _ in range(20):
+                await anyio.lowlevel.checkpoint()
+    assert notices.calls == 0
+
+
+async def test_no_exit_notice_for_a_child_already_reaped() -> None:
+    notices = Notices()
+    with anyio.fail_after(WAIT_S):
+        async with child("pass") as process:
+            await ExitWatch(process).wait()
+            fds = _open_fds()
+            assert ExitNotice.start(process, asyncio.get_running_loop(), notices) is None  # wait in a task instead
+            assert _open_fds() == fds
+    assert notices.calls == 0

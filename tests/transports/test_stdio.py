@@ -21,6 +21,7 @@ from mcpmux.config.models import SandboxConfig, ServerSecurity, Settings, StdioS
 from mcpmux.config.paths import server_log_file
 from mcpmux.errors import CommandNotFound, MessageTooLarge, ServerExited
 from mcpmux.transports import child_environment, open_transport
+from mcpmux.transports._process import ExitNotice
 from mcpmux.transports._stderr import LOG_FILE_MAX_BYTES, StderrSink
 from mcpmux.transports.stdio import INHERITED_ENV_VARS
 from tests.transports.conftest import MCPMUX_CODE, WAIT_S, fixture_config, session_over
@@ -193,7 +194,35 @@ async def test_a_stderr_log_that_cannot_be_written_keeps_the_tail_and_says_so(ca
     assert len(warnings) == 1 and "cannot write the stderr log" in warnings[0], warnings
 
 
-async def test_a_crash_mid_call_fails_the_request_at_once() -> None:
+@pytest.fixture(params=["notice", "task"])
+def exit_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The exit reported through a loop callback on the child's pidfd (asyncio, Linux), or by a
+    task waiting for it from the start (other backends, no pidfd)."""
+    if request.param == "task":
+        monkeypatch.setattr(ExitNotice, "start", lambda *args: None)
+    return str(request.param)
+
+
+# Exits with code 5 while a grandchild, in its process group, holds its stdout and stderr open.
+HELD_PIPES = (
+    "import subprocess, sys; subprocess.Popen(['sleep', '600']); "
+    "sys.stderr.write('leaving a grandchild\\n'); sys.stderr.flush(); sys.exit(5)"
+)
+
+
+async def test_an_exit_is_reported_while_a_grandchild_holds_the_pipes(exit_path: str) -> None:
+    config = StdioServerConfig(name="held", command=sys.executable, args=("-c", HELD_PIPES))
+    with anyio.fail_after(WAIT_S):
+        async with open_transport(config, Settings()) as streams:
+            items = [item async for item in streams.read]
+    assert len(items) == 1, items
+    exited = items[0]
+    assert isinstance(exited, ServerExited)
+    assert exited.exit_code == 5
+    assert "leaving a grandchild" in exited.stderr_tail
+
+
+async def test_a_crash_mid_call_fails_the_request_at_once(exit_path: str) -> None:
     received = Received()
     with anyio.fail_after(WAIT_S):
         async with session_over(fixture_config(), Settings(), message_handler=received) as (streams, session):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import suppress
 
 import anyio
@@ -13,7 +15,7 @@ from anyio.abc import Process
 
 from mcpmux.servers._reaper import KILL_SIGNAL as REAPER_KILL_SIGNAL
 
-__all__ = ["CLOSE_GRACE_S", "KILL_GRACE_S", "ExitWatch", "stop_process", "wait_exit"]
+__all__ = ["CLOSE_GRACE_S", "KILL_GRACE_S", "ExitNotice", "ExitWatch", "stop_process", "wait_exit"]
 
 logger = logging.getLogger("mcpmux.transports")
 
@@ -42,6 +44,50 @@ async def wait_exit(process: Process) -> int:
         return process.returncode
     finally:
         if pidfd is not None:
+            os.close(pidfd)
+
+
+class ExitNotice:
+    """Calls ``callback`` from the asyncio ``loop`` once ``process`` has exited: a loop reader on its
+    pidfd, so nothing waits in a task until the exit (see :meth:`start`).
+
+    The callback runs at most once, and never after :meth:`close`. The process's ``returncode``
+    may still be ``None`` when it runs: the event loop's child watcher sets it a moment later
+    (:meth:`ExitWatch.wait` waits for it).
+    """
+
+    __slots__ = ("_callback", "_loop", "_pidfd")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pidfd: int, callback: Callable[[], object]) -> None:
+        self._loop, self._pidfd, self._callback = loop, pidfd, callback
+
+    @classmethod
+    def start(
+        cls, process: Process, loop: asyncio.AbstractEventLoop, callback: Callable[[], object]
+    ) -> ExitNotice | None:
+        """Watch ``process`` for its exit; ``None`` without a pidfd (not Linux, or the child was already
+        reaped), when the caller must wait for the exit in a task (:meth:`ExitWatch.wait`)."""
+        pidfd = _open_pidfd(process.pid)
+        if pidfd is None:
+            return None
+        notice = cls(loop, pidfd, callback)
+        try:
+            loop.add_reader(pidfd, notice._exited)
+        except BaseException:
+            os.close(pidfd)
+            raise
+        return notice
+
+    def _exited(self) -> None:
+        if self._pidfd >= 0:
+            self.close()
+            self._callback()
+
+    def close(self) -> None:
+        """Stop watching (idempotent): the callback will not run."""
+        pidfd, self._pidfd = self._pidfd, -1
+        if pidfd >= 0:
+            self._loop.remove_reader(pidfd)
             os.close(pidfd)
 
 

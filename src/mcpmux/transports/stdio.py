@@ -24,6 +24,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -35,7 +36,7 @@ from mcpmux.config.display import looks_secret, redact
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.errors import CommandNotFound, ServerExited, TransportError
 from mcpmux.servers._reaper import per_process_reaper, reaper_argv
-from mcpmux.transports._process import ExitWatch, stop_process
+from mcpmux.transports._process import ExitNotice, ExitWatch, stop_process
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.direct import DirectReplies, asyncio_loop
@@ -172,7 +173,12 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
                 tg.start_soon(sink.drain, process.stderr)
             stdout = _StdoutForwarder(process, framer, read_send)
             tg.start_soon(stdout.run)
-            tg.start_soon(_report_exit, server.name, exit_watch, stdout, read_send, sink, package_runner_note(server))
+            note = package_runner_note(server)
+            report = partial(_report_exit, server.name, exit_watch, stdout, read_send, sink, note)
+            # On asyncio (Linux) the reporter starts once the child has exited: no task waits for it till then.
+            notice = None if loop is None else ExitNotice.start(process, loop, lambda: tg.start_soon(report))
+            if notice is None:
+                tg.start_soon(report)
             try:
                 yield TransportStreams(
                     read=read_receive,
@@ -185,6 +191,8 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
                 )
             finally:
                 with anyio.CancelScope(shield=True):
+                    if notice is not None:
+                        notice.close()
                     write.close()
                     # Nobody reads past this point: the exit of a child being stopped is not reported.
                     read_receive.close()
