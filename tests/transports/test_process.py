@@ -18,7 +18,7 @@ import pytest
 from anyio.abc import Process
 
 from mcpmux.transports import _process
-from mcpmux.transports._process import ExitNotice, ExitWatch, stop_process
+from mcpmux.transports._process import ExitWatch, stop_process
 from tests.transports.conftest import WAIT_S
 
 pytestmark = [
@@ -212,53 +212,83 @@ class Notices:
         self.called.set()
 
 
+async def _turns(count: int = 20) -> None:
+    """Let the event loop run its ready callbacks, ``count`` times."""
+    for _ in range(count):
+        await anyio.lowlevel.checkpoint()
+
+
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd: Linux")
-async def test_an_exit_notice_calls_back_once_at_the_exit_and_releases_its_pidfd() -> None:
+async def test_a_notified_watch_calls_back_once_at_the_exit_and_releases_its_pidfd() -> None:
     notices = Notices()
     with anyio.fail_after(WAIT_S):
         async with child(UNTIL_EOF) as process:
             fds = _open_fds()
-            notice = ExitNotice.start(process, asyncio.get_running_loop(), notices)
-            assert notice is not None
+            watch = ExitWatch(process)
+            assert watch.notify(asyncio.get_running_loop(), notices)
             (pidfd,) = _open_fds() - fds
-            for _ in range(20):
-                await anyio.lowlevel.checkpoint()  # turns of the loop while the child runs: no call
+            await _turns()  # the child runs: no call
             assert notices.calls == 0
             assert process.stdin is not None
             await process.stdin.aclose()
             await notices.called.wait()
             assert pidfd not in _open_fds()  # closed before the callback ran
-            assert await ExitWatch(process).wait() == 0  # the code comes a moment after the notice
-            notice.close()  # idempotent
-            for _ in range(20):
-                await anyio.lowlevel.checkpoint()
+            assert await watch.wait() == 0  # the code comes a moment after the notice
+            watch.close()  # idempotent
+            await _turns()
     assert notices.calls == 1
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd: Linux")
-async def test_a_closed_exit_notice_never_calls_back() -> None:
+async def test_a_silenced_watch_does_not_call_back_and_its_waiters_share_its_pidfd(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    waits = CountedWaits(monkeypatch)
+    notices = Notices()
+    codes: list[int] = []
+    with anyio.fail_after(WAIT_S):
+        async with child(UNTIL_EOF) as process:
+            watch = ExitWatch(process)
+            assert watch.notify(asyncio.get_running_loop(), notices)
+            watch.silence()  # the transport is closing: the exit is not reported
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_collect, watch, codes)
+                await anyio.wait_all_tasks_blocked()
+                assert process.stdin is not None
+                await process.stdin.aclose()
+                await stop_process(process, watch=watch)
+            await _turns()
+            watch.close()
+    assert codes == [0]
+    assert process.returncode == 0
+    assert notices.calls == 0
+    assert waits.count == 0  # no pidfd or poll of their own: the watch's reader woke them
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd: Linux")
+async def test_a_closed_watch_never_calls_back_and_its_waiters_still_see_the_exit() -> None:
     notices = Notices()
     with anyio.fail_after(WAIT_S):
         async with child(UNTIL_EOF) as process:
             fds = _open_fds()
-            notice = ExitNotice.start(process, asyncio.get_running_loop(), notices)
-            assert notice is not None
-            notice.close()
+            watch = ExitWatch(process)
+            assert watch.notify(asyncio.get_running_loop(), notices)
+            watch.close()
             assert _open_fds() == fds
             assert process.stdin is not None
             await process.stdin.aclose()
-            assert await ExitWatch(process).wait() == 0
-            for _ in range(20):
-                await anyio.lowlevel.checkpoint()
+            assert await watch.wait() == 0  # back to a wait of its own
+            await _turns()
     assert notices.calls == 0
 
 
-async def test_no_exit_notice_for_a_child_already_reaped() -> None:
+async def test_no_notice_for_a_child_already_reaped() -> None:
     notices = Notices()
     with anyio.fail_after(WAIT_S):
         async with child("pass") as process:
-            await ExitWatch(process).wait()
+            watch = ExitWatch(process)
+            await watch.wait()
             fds = _open_fds()
-            assert ExitNotice.start(process, asyncio.get_running_loop(), notices) is None  # wait in a task instead
+            assert not watch.notify(asyncio.get_running_loop(), notices)  # the caller waits in a task instead
             assert _open_fds() == fds
     assert notices.calls == 0

@@ -21,7 +21,7 @@ from mcpmux.config.models import SandboxConfig, ServerSecurity, Settings, StdioS
 from mcpmux.config.paths import server_log_file
 from mcpmux.errors import CommandNotFound, MessageTooLarge, ServerExited
 from mcpmux.transports import child_environment, open_transport
-from mcpmux.transports._process import ExitNotice
+from mcpmux.transports._process import ExitWatch
 from mcpmux.transports._stderr import LOG_FILE_MAX_BYTES, StderrSink
 from mcpmux.transports.stdio import INHERITED_ENV_VARS
 from tests.transports.conftest import MCPMUX_CODE, WAIT_S, fixture_config, session_over
@@ -199,7 +199,7 @@ def exit_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """The exit reported through a loop callback on the child's pidfd (asyncio, Linux), or by a
     task waiting for it from the start (other backends, no pidfd)."""
     if request.param == "task":
-        monkeypatch.setattr(ExitNotice, "start", lambda *args: None)
+        monkeypatch.setattr(ExitWatch, "notify", lambda *args: False)
     return str(request.param)
 
 

@@ -15,7 +15,7 @@ from anyio.abc import Process
 
 from mcpmux.servers._reaper import KILL_SIGNAL as REAPER_KILL_SIGNAL
 
-__all__ = ["CLOSE_GRACE_S", "KILL_GRACE_S", "ExitNotice", "ExitWatch", "stop_process", "wait_exit"]
+__all__ = ["CLOSE_GRACE_S", "KILL_GRACE_S", "ExitWatch", "stop_process", "wait_exit"]
 
 logger = logging.getLogger("mcpmux.transports")
 
@@ -47,56 +47,14 @@ async def wait_exit(process: Process) -> int:
             os.close(pidfd)
 
 
-class ExitNotice:
-    """Calls ``callback`` from the asyncio ``loop`` once ``process`` has exited: a loop reader on its
-    pidfd, so nothing waits in a task until the exit (see :meth:`start`).
-
-    The callback runs at most once, and never after :meth:`close`. The process's ``returncode``
-    may still be ``None`` when it runs: the event loop's child watcher sets it a moment later
-    (:meth:`ExitWatch.wait` waits for it).
-    """
-
-    __slots__ = ("_callback", "_loop", "_pidfd")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, pidfd: int, callback: Callable[[], object]) -> None:
-        self._loop, self._pidfd, self._callback = loop, pidfd, callback
-
-    @classmethod
-    def start(
-        cls, process: Process, loop: asyncio.AbstractEventLoop, callback: Callable[[], object]
-    ) -> ExitNotice | None:
-        """Watch ``process`` for its exit; ``None`` without a pidfd (not Linux, or the child was already
-        reaped), when the caller must wait for the exit in a task (:meth:`ExitWatch.wait`)."""
-        pidfd = _open_pidfd(process.pid)
-        if pidfd is None:
-            return None
-        notice = cls(loop, pidfd, callback)
-        try:
-            loop.add_reader(pidfd, notice._exited)
-        except BaseException:
-            os.close(pidfd)
-            raise
-        return notice
-
-    def _exited(self) -> None:
-        if self._pidfd >= 0:
-            self.close()
-            self._callback()
-
-    def close(self) -> None:
-        """Stop watching (idempotent): the callback will not run."""
-        pidfd, self._pidfd = self._pidfd, -1
-        if pidfd >= 0:
-            self._loop.remove_reader(pidfd)
-            os.close(pidfd)
-
-
 class ExitWatch:
     """One wait for a child's exit, shared by everyone who waits for it (the stdio exit reporter, :func:`stop_process`).
 
-    The first waiter watches (:func:`wait_exit`: one pidfd, one poll); a later one waits for it.
-    A watcher that is cancelled hands the watch to the next waiter, so a waiter still returns
-    once the child has exited, whoever else gave up.
+    On asyncio (Linux) the transport makes it a loop reader on the child's pidfd (:meth:`notify`):
+    nothing waits in a task until the exit, and every waiter waits for that reader. Otherwise the
+    first waiter watches (:func:`wait_exit`: one pidfd, one poll) and a later one waits for it; a
+    watcher that is cancelled hands the watch to the next waiter, so a waiter still returns once
+    the child has exited, whoever else gave up.
     """
 
     def __init__(self, process: Process) -> None:
@@ -104,15 +62,68 @@ class ExitWatch:
         self._watching = False
         self._handover: anyio.Event | None = None
         """Set when the watcher stops watching (the child exited, or it was cancelled)."""
+        self._reader: tuple[asyncio.AbstractEventLoop, int] | None = None
+        """The loop and pidfd of :meth:`notify`, until the exit or :meth:`close`."""
+        self._on_exit: Callable[[], object] | None = None
+        self._exited = False
+        """The reader saw the exit (the child watcher sets ``returncode`` a moment later)."""
+        self._seen: anyio.Event | None = None
+        """Set when the reader sees the exit; made when first waited for."""
+
+    def notify(self, loop: asyncio.AbstractEventLoop, on_exit: Callable[[], object]) -> bool:
+        """Call ``on_exit`` from ``loop`` once the child has exited (at most once, and not after
+        :meth:`silence` or :meth:`close`); its ``returncode`` may still be ``None`` then.
+
+        Returns ``False`` without a pidfd (not Linux, or the child was already reaped): the caller
+        then waits for the exit in a task (:meth:`wait`). Call :meth:`close` when done.
+        """
+        pidfd = _open_pidfd(self.process.pid)
+        if pidfd is None:
+            return False
+        try:
+            loop.add_reader(pidfd, self._readable)
+        except BaseException:
+            os.close(pidfd)
+            raise
+        self._reader, self._on_exit = (loop, pidfd), on_exit
+        return True
+
+    def silence(self) -> None:
+        """Drop the ``on_exit`` of :meth:`notify`; waiters still wake at the exit."""
+        self._on_exit = None
+
+    def close(self) -> None:
+        """Remove the reader of :meth:`notify` and close its pidfd (idempotent)."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            loop, pidfd = reader
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+
+    def _readable(self) -> None:
+        self.close()
+        self._exited = True
+        if self._seen is not None:
+            self._seen.set()
+        on_exit, self._on_exit = self._on_exit, None
+        if on_exit is not None:
+            on_exit()
 
     async def wait(self) -> int:
         """Wait until the child has exited and return its exit code (negative: killed by a signal)."""
         while (code := self.process.returncode) is None:
-            if not self._watching:
+            if self._exited:
+                await anyio.sleep(POLL_INTERVAL_S)  # the child watcher sets returncode a moment after the pidfd
+            elif self._reader is not None:
+                if self._seen is None:
+                    self._seen = anyio.Event()
+                await self._seen.wait()
+            elif not self._watching:
                 return await self._watch()
-            if self._handover is None:
-                self._handover = anyio.Event()
-            await self._handover.wait()
+            else:
+                if self._handover is None:
+                    self._handover = anyio.Event()
+                await self._handover.wait()
         return code
 
     async def _watch(self) -> int:

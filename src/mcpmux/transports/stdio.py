@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, closing, contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from mcpmux.config.display import looks_secret, redact
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.errors import CommandNotFound, ServerExited, TransportError
 from mcpmux.servers._reaper import per_process_reaper, reaper_argv
-from mcpmux.transports._process import ExitNotice, ExitWatch, stop_process
+from mcpmux.transports._process import ExitWatch, stop_process
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.direct import DirectReplies, asyncio_loop
@@ -167,7 +167,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
     framer = LineFramer(server.name, settings.max_message_bytes, direct)
     exit_watch = ExitWatch(process)  # one wait for the exit: the reporter's, and the stop's if it comes later
     # Closing both ends here too: a task cancelled before its first step never closes its own.
-    with read_send, read_receive, _following(sink, err_read, loop):
+    with read_send, read_receive, _following(sink, err_read, loop), closing(exit_watch):
         async with anyio.create_task_group() as tg:
             if process.stderr is not None:
                 tg.start_soon(sink.drain, process.stderr)
@@ -176,8 +176,7 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
             note = package_runner_note(server)
             report = partial(_report_exit, server.name, exit_watch, stdout, read_send, sink, note)
             # On asyncio (Linux) the reporter starts once the child has exited: no task waits for it till then.
-            notice = None if loop is None else ExitNotice.start(process, loop, lambda: tg.start_soon(report))
-            if notice is None:
+            if loop is None or not exit_watch.notify(loop, lambda: tg.start_soon(report)):
                 tg.start_soon(report)
             try:
                 yield TransportStreams(
@@ -191,10 +190,9 @@ async def open_stdio(server: StdioServerConfig, settings: Settings) -> AsyncIter
                 )
             finally:
                 with anyio.CancelScope(shield=True):
-                    if notice is not None:
-                        notice.close()
-                    write.close()
                     # Nobody reads past this point: the exit of a child being stopped is not reported.
+                    exit_watch.silence()
+                    write.close()
                     read_receive.close()
                     await _shutdown(exit_watch, reaper=wrapped)
                     sink.unfollow()  # the child is gone: what it wrote last is in the pipe
