@@ -10,10 +10,13 @@ close it. Rounds alternate (SDK, manager, SDK, ...) and the medians are reported
   (<= 1.3x the SDK's);
 - the same per server in milliseconds;
 - the cycle collector's full collections over all rounds, the ratio of mean CPU (full collections
-  included as often as they come, as in a long-lived host) and the ratio of median CPU with their
-  own CPU taken out. A full collection costs 30-80 ms here, nearly a round's CPU, and lands on
-  whichever round crosses its threshold; a side that keeps more objects alive per server crosses
-  it more often, so the median swings from run to run with how many rounds it landed in.
+  where they landed in this run) and the ratio of median CPU with their own CPU taken out. A full
+  collection costs 30-80 ms here, nearly a round's CPU, and lands on whichever round crosses its
+  threshold, so the plain median and the mean swing from run to run with where they landed;
+- the collections per round (of any generation), which decide a side's share of the full
+  collections in a long-lived host (one in 133 with the default thresholds), and the
+  ratio of **amortized CPU**: CPU without full collections plus that share of one full
+  collection's CPU (measured after the rounds). It is the steadiest of the CPU figures.
 
 and, with ``--count`` (valgrind's callgrind), the instructions of this process per server
 (noise-free, unlike time on a loaded machine): a child connects 2 servers each way untimed, then
@@ -42,7 +45,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -132,38 +135,52 @@ def reaper_start(rounds: int, starts: int = 20) -> None:
     report("reaper_start", columns, rows, rounds=rounds, starts=starts)
 
 
-class FullCollections:
-    """Counts the cycle collector's full (generation 2) collections and their CPU while installed.
+class Collections:
+    """What the cycle collector does while installed: collections of any generation, and the full
+    (generation 2) ones with their CPU.
 
-    A full collection walks every tracked object of the process (~100k here, most of them
-    imported modules): 30-80 ms, against ~100 ms for a whole 50-server connect. It comes once
-    enough objects have survived into the oldest generation, so its rounds are the ones after
-    the most objects were kept alive: a side that keeps more alive per server gets more of them.
+    Every collection starts when generation 0 passes its threshold (net new tracked objects);
+    CPython 3.11-3.13 collects a generation when its count (collections of the one below since
+    its last) exceeds its threshold. So with the default thresholds (700, 10, 10) one collection
+    in 12 is of generation 1 and one in 133 is a full one, as long as enough objects were promoted
+    since the last (always the case here). A full collection walks every tracked object of the process (~100k here, most
+    of them imported modules): 30-80 ms, against ~100 ms for a whole 50-server connect. In a short
+    run it lands on whichever round the count reaches; in a long-lived host a side's share of them
+    follows its count of collections.
     """
 
     def __init__(self) -> None:
-        self.count, self.cpu_s, self._started = 0, 0.0, 0.0
+        self.collections, self.full, self.full_cpu_s, self._started = 0, 0, 0.0, 0.0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if info["generation"] != 2:
-            return
         if phase == "start":
-            self._started = time.process_time()
-        else:
-            self.count += 1
-            self.cpu_s += time.process_time() - self._started
+            self.collections += 1
+            if info["generation"] == 2:
+                self._started = time.process_time()
+        elif info["generation"] == 2:
+            self.full += 1
+            self.full_cpu_s += time.process_time() - self._started
 
 
-def measure(connect: Callable[[int], Awaitable[None]], servers: int) -> tuple[float, float, int, float]:
-    """Wall seconds, host CPU seconds, full collections and their CPU seconds of one round."""
-    full = FullCollections()
-    gc.callbacks.append(full)
+class Round(NamedTuple):
+    wall_s: float
+    cpu_s: float
+    full_collections: int
+    full_cpu_s: float
+    collections: int
+
+
+def measure(connect: Callable[[int], Awaitable[None]], servers: int) -> Round:
+    """Wall seconds, host CPU seconds, full collections, their CPU seconds and all collections of one round."""
+    seen = Collections()
+    gc.callbacks.append(seen)
     try:
         started, cpu = time.perf_counter(), time.process_time()
         anyio.run(connect, servers)
-        return time.perf_counter() - started, time.process_time() - cpu, full.count, full.cpu_s
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        return Round(wall, cpu, seen.full, seen.full_cpu_s, seen.collections)
     finally:
-        gc.callbacks.remove(full)
+        gc.callbacks.remove(seen)
 
 
 KINDS: dict[str, Callable[[int], Awaitable[None]]] = {"sdk": sdk_connect, "manager": manager_connect}
@@ -221,29 +238,52 @@ def _expect(proc: subprocess.Popen[str], word: str) -> None:
     raise RuntimeError(f"the child ended before saying {word!r} (exit code {proc.wait()})")
 
 
-Round = tuple[float, float, int, float]
+def full_collection_cpu_s(times: int = 5) -> float:
+    """Median CPU seconds of one full collection of this process's heap, as it is after the rounds."""
+    samples = []
+    for _ in range(times):
+        started = time.process_time()
+        gc.collect()
+        samples.append(time.process_time() - started)
+    return statistics.median(samples)
 
 
-def _row(name: str, rounds: list[Round], sdk: list[Round], servers: int) -> list[Any]:
-    """Medians of the rounds, their ratios to the SDK's; then the full collections over all rounds,
-    the ratio of mean CPU (what a long-lived host pays: full collections included as often as they
-    come) and the ratio of median CPU with the full collections' own CPU taken out."""
+def full_share_per_collection(full_cpu_s: float) -> float:
+    """CPU seconds of full collections a long-lived host pays per collection of any generation
+    (one full collection every ``(threshold2 + 1) * (threshold1 + 1) + 1`` collections: see :class:`Collections`)."""
+    _, threshold1, threshold2 = gc.get_threshold()
+    return full_cpu_s / ((threshold2 + 1) * (threshold1 + 1) + 1)
 
-    def median(of: list[Round], field: int) -> float:
-        return statistics.median(r[field] for r in of)
+
+def _row(name: str, rounds: list[Round], sdk: list[Round], servers: int, per_collection: float) -> list[Any]:
+    """Medians of the rounds and their ratios to the SDK's; then the full collections over all rounds,
+    the ratio of mean CPU (full collections where they landed in this run), the ratio of median CPU
+    with their CPU taken out, the mean collections per round, and the ratio of amortized CPU: CPU
+    without full collections plus a long-lived host's share of them (``per_collection`` CPU seconds
+    for each collection the round caused)."""
+
+    def median(of: list[Round], field: str) -> float:
+        return float(statistics.median(getattr(r, field) for r in of))
 
     def mean_cpu(of: list[Round]) -> float:
-        return statistics.fmean(r[1] for r in of)
+        return statistics.fmean(r.cpu_s for r in of)
 
     def cpu_without_full(of: list[Round]) -> float:
-        return statistics.median(r[1] - r[3] for r in of)
+        return statistics.median(r.cpu_s - r.full_cpu_s for r in of)
 
-    wall, cpu = median(rounds, 0), median(rounds, 1)
+    def collections(of: list[Round]) -> float:
+        return statistics.fmean(r.collections for r in of)
+
+    def amortized(of: list[Round]) -> float:
+        return cpu_without_full(of) + per_collection * collections(of)
+
+    wall, cpu = median(rounds, "wall_s"), median(rounds, "cpu_s")
     return [
         name, round(wall, 3), round(cpu, 3), round(cpu / servers * 1e3, 2),
-        round(wall / median(sdk, 0), 2), round(cpu / median(sdk, 1), 2),
-        sum(r[2] for r in rounds), round(mean_cpu(rounds) / mean_cpu(sdk), 2),
+        round(wall / median(sdk, "wall_s"), 2), round(cpu / median(sdk, "cpu_s"), 2),
+        sum(r.full_collections for r in rounds), round(mean_cpu(rounds) / mean_cpu(sdk), 2),
         round(cpu_without_full(rounds) / cpu_without_full(sdk), 2),
+        round(collections(rounds), 1), round(amortized(rounds) / amortized(sdk), 2),
     ]  # fmt: skip
 
 
@@ -263,9 +303,9 @@ def main(argv: Sequence[str] = ()) -> None:
         return
     measure(sdk_connect, 2)  # imports and first-use costs out of the rounds
     measure(manager_connect, 2)
-    sdk: list[tuple[float, float, int, float]] = []
-    mux: list[tuple[float, float, int, float]] = []
-    bare: list[tuple[float, float, int, float]] = []
+    sdk: list[Round] = []
+    mux: list[Round] = []
+    bare: list[Round] = []
     profiler = cProfile.Profile(time.process_time) if options.profile else None
     for _ in range(options.rounds):
         sdk.append(measure(sdk_connect, options.servers))
@@ -279,11 +319,14 @@ def main(argv: Sequence[str] = ()) -> None:
     if profiler is not None:
         profiler.dump_stats(options.profile)
     n = options.servers
-    rows = [_row("raw SDK sessions", sdk, sdk, n), _row("mcpmux Manager", mux, sdk, n)]
+    full_cpu_s = full_collection_cpu_s()
+    share = full_share_per_collection(full_cpu_s)
+    rows = [_row("raw SDK sessions", sdk, sdk, n, share), _row("mcpmux Manager", mux, sdk, n, share)]
     if bare:
-        rows.append(_row("mcpmux Manager, children not under the reaper", bare, sdk, n))
+        rows.append(_row("mcpmux Manager, children not under the reaper", bare, sdk, n, share))
     columns = ["connect N stdio servers", "wall s", "host CPU s", "CPU ms/server", "wall ratio", "CPU ratio",
-               "full collections", "CPU ratio, mean", "CPU ratio, no full collection"]  # fmt: skip
+               "full collections", "CPU ratio, mean", "CPU ratio, no full collection", "collections/round",
+               "CPU ratio, amortized"]  # fmt: skip
     if options.count and shutil.which("valgrind") and shutil.which("callgrind_control"):
         with tempfile.TemporaryDirectory(prefix="bench-connect-") as scratch:
             counts = [counted(kind, n, Path(scratch)) for kind in ("sdk", "manager")]
@@ -292,7 +335,7 @@ def main(argv: Sequence[str] = ()) -> None:
         rows[1] += [round(counts[1] / n / 1e6, 2), round(counts[1] / counts[0], 2)]
         for row in rows[2:]:
             row += ["-", "-"]  # not counted: the reaper runs in the children, not in this process
-    report("connect", columns, rows, servers=n, rounds=options.rounds)
+    report("connect", columns, rows, servers=n, rounds=options.rounds, full_collection_ms=round(full_cpu_s * 1e3, 1))
     if REAPER_AVAILABLE:
         reaper_start(options.rounds)
 

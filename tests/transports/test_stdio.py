@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcpmux.config.models import SandboxConfig, ServerSecurity, Settings, StdioServerConfig
 from mcpmux.config.paths import server_log_file
 from mcpmux.errors import CommandNotFound, MessageTooLarge, ServerExited
-from mcpmux.transports import child_environment, open_transport
+from mcpmux.transports import child_environment, open_transport, stdio
 from mcpmux.transports._process import ExitWatch
 from mcpmux.transports._stderr import LOG_FILE_MAX_BYTES, StderrSink
 from mcpmux.transports.stdio import INHERITED_ENV_VARS
@@ -220,6 +220,58 @@ async def test_an_exit_is_reported_while_a_grandchild_holds_the_pipes(exit_path:
     assert isinstance(exited, ServerExited)
     assert exited.exit_code == 5
     assert "leaving a grandchild" in exited.stderr_tail
+
+
+async def test_a_child_exiting_while_its_transport_closes_leaves_no_loop_error(
+    exit_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The exit may come before, during or after the close: a reporter is never started in a task
+    # group that is gone, and the event loop's exception handler never sees a failed callback.
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    config = StdioServerConfig(name="racer", command=sys.executable, args=("-c", "import sys; sys.exit(4)"))
+    for step in range(12):
+        with anyio.fail_after(WAIT_S):
+            async with open_transport(config, Settings()) as streams:
+                await anyio.sleep(step * 0.01)  # the child's start takes tens of ms: the exit lands anywhere
+        assert streams.exit_code() == 4
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
+
+
+def _pidfds_of(pid: int) -> list[str]:
+    """This process's open pidfds of ``pid`` (their fdinfo names the pid)."""
+    found = []
+    for fd in os.listdir("/proc/self/fdinfo"):
+        try:
+            with open(f"/proc/self/fdinfo/{fd}") as info:
+                if f"Pid:\t{pid}\n" in info.read():
+                    found.append(fd)
+        except FileNotFoundError:
+            continue  # closed meanwhile (the listing's own fd, among others)
+    return found
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd: Linux")
+async def test_a_child_outliving_its_transport_leaves_no_exit_reader_behind(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As if the child survived its stop (SIGKILL cannot end a process stuck in the kernel): the
+    # transport ends first, and the exit comes later, to a reader that must be gone.
+    async def abandon(process: Any, *, reaper: bool = False, watch: ExitWatch | None = None) -> None:
+        return None
+
+    monkeypatch.setattr(stdio, "stop_process", abandon)
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    config = StdioServerConfig(name="late", command=sys.executable, args=("-c", "import time; time.sleep(1)"))
+    with anyio.fail_after(WAIT_S):
+        async with open_transport(config, Settings()) as streams:
+            pid = streams.pid
+            assert pid is not None
+            assert _pidfds_of(pid)  # the exit reader's
+        assert not _pidfds_of(pid)
+        while not gone_or_zombie(pid):  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+        await anyio.sleep(0.1)  # a reader left behind would run now
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
 
 
 async def test_a_crash_mid_call_fails_the_request_at_once(exit_path: str) -> None:

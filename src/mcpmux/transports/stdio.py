@@ -8,9 +8,10 @@ and, on Linux, every descendant (:mod:`mcpmux.servers._reaper`: a reaper per ser
 daemon one guardian for all), even if mcpmux is SIGKILLed.
 
 Built on ``anyio.open_process``: the same structured-concurrency primitives as the rest of mcpmux,
-byte streams that fit the framer, and no backend it needs. On asyncio only, stderr is read from a
-loop reader callback on a pipe of ours (:meth:`StderrSink.follow`: a task fewer per child); elsewhere
-anyio's stream is drained by a task.
+byte streams that fit the framer, and any anyio backend. On asyncio, stderr is read from a loop
+reader callback on a pipe of ours (:meth:`StderrSink.follow`), and on Linux the exit is seen by a
+loop reader on the child's pidfd (:meth:`ExitWatch.notify`): the exit reporter's task starts only
+at the exit. Elsewhere anyio's stderr stream is drained by a task and a task waits for the exit.
 """
 
 from __future__ import annotations
@@ -299,7 +300,8 @@ def _exited(server: str, code: int, stderr_tail: str, note: str | None) -> Serve
 async def _shutdown(watch: ExitWatch, *, reaper: bool) -> None:
     """Close stdin, stop the process group, then release our pipe ends; bounded in time.
 
-    The exit is waited for through ``watch``, shared with the exit reporter: one wait, not two.
+    The exit is waited for through ``watch``, shared with the exit reporter: one wait, not two (on
+    asyncio and Linux the watch's own pidfd reader, silenced: the exit is not reported).
     Should the reporter be cancelled with the session (stop, Ctrl-C), the watch passes to the stop.
     """
     process = watch.process
