@@ -131,19 +131,23 @@ async def test_stopping_an_already_exited_child_returns_at_once() -> None:
     assert process.returncode == 0
 
 
+async def _stop_beside_a_waiter(process: Process, watch: ExitWatch) -> list[int]:
+    """Stop ``process`` (its stdin closed first) while another task waits on ``watch``; the codes it saw."""
+    codes: list[int] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_collect, watch, codes)
+        await anyio.wait_all_tasks_blocked()
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        await stop_process(process, watch=watch)
+    return codes
+
+
 async def test_a_stop_shares_the_watch_of_the_exit_reporter(monkeypatch: pytest.MonkeyPatch) -> None:
     waits = CountedWaits(monkeypatch)
-    codes: list[int] = []
     with anyio.fail_after(WAIT_S):
         async with child(UNTIL_EOF) as process:
-            watch = ExitWatch(process)
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_collect, watch, codes)
-                await anyio.wait_all_tasks_blocked()
-                assert process.stdin is not None
-                await process.stdin.aclose()
-                await stop_process(process, watch=watch)
+            codes = await _stop_beside_a_waiter(process, ExitWatch(process))
     assert codes == [0]
     assert process.returncode == 0
     assert waits.count == 1
@@ -218,15 +222,22 @@ async def _turns(count: int = 20) -> None:
         await anyio.lowlevel.checkpoint()
 
 
+@asynccontextmanager
+async def notified_child() -> AsyncIterator[tuple[Process, ExitWatch, Notices, str]]:
+    """A child that exits at its stdin's end, its watch notifying a :class:`Notices`, and the watch's pidfd."""
+    notices = Notices()
+    async with child(UNTIL_EOF) as process:
+        fds = _open_fds()
+        watch = ExitWatch(process)
+        assert watch.notify(asyncio.get_running_loop(), notices)
+        (pidfd,) = _open_fds() - fds
+        yield process, watch, notices, pidfd
+
+
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd: Linux")
 async def test_a_notified_watch_calls_back_once_at_the_exit_and_releases_its_pidfd() -> None:
-    notices = Notices()
     with anyio.fail_after(WAIT_S):
-        async with child(UNTIL_EOF) as process:
-            fds = _open_fds()
-            watch = ExitWatch(process)
-            assert watch.notify(asyncio.get_running_loop(), notices)
-            (pidfd,) = _open_fds() - fds
+        async with notified_child() as (process, watch, notices, pidfd):
             await _turns()  # the child runs: no call
             assert notices.calls == 0
             assert process.stdin is not None
@@ -244,19 +255,10 @@ async def test_a_silenced_watch_does_not_call_back_and_its_waiters_share_its_pid
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     waits = CountedWaits(monkeypatch)
-    notices = Notices()
-    codes: list[int] = []
     with anyio.fail_after(WAIT_S):
-        async with child(UNTIL_EOF) as process:
-            watch = ExitWatch(process)
-            assert watch.notify(asyncio.get_running_loop(), notices)
+        async with notified_child() as (process, watch, notices, _):
             watch.silence()  # the transport is closing: the exit is not reported
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_collect, watch, codes)
-                await anyio.wait_all_tasks_blocked()
-                assert process.stdin is not None
-                await process.stdin.aclose()
-                await stop_process(process, watch=watch)
+            codes = await _stop_beside_a_waiter(process, watch)
             await _turns()
             watch.close()
     assert codes == [0]
@@ -267,14 +269,10 @@ async def test_a_silenced_watch_does_not_call_back_and_its_waiters_share_its_pid
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd: Linux")
 async def test_a_closed_watch_never_calls_back_and_its_waiters_still_see_the_exit() -> None:
-    notices = Notices()
     with anyio.fail_after(WAIT_S):
-        async with child(UNTIL_EOF) as process:
-            fds = _open_fds()
-            watch = ExitWatch(process)
-            assert watch.notify(asyncio.get_running_loop(), notices)
+        async with notified_child() as (process, watch, notices, pidfd):
             watch.close()
-            assert _open_fds() == fds
+            assert pidfd not in _open_fds()
             assert process.stdin is not None
             await process.stdin.aclose()
             assert await watch.wait() == 0  # back to a wait of its own
