@@ -269,14 +269,18 @@ async def test_a_silenced_watch_does_not_call_back_and_its_waiters_share_its_pid
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd: Linux")
 async def test_a_closed_watch_never_calls_back_and_its_waiters_still_see_the_exit() -> None:
+    codes: list[int] = []
     with anyio.fail_after(WAIT_S):
-        async with notified_child() as (process, watch, notices, pidfd):
+        async with notified_child() as (process, watch, notices, pidfd), anyio.create_task_group() as tg:
+            tg.start_soon(_collect, watch, codes)  # waiting on the reader when it is closed
+            await anyio.wait_all_tasks_blocked()
             watch.close()
             assert pidfd not in _open_fds()
             assert process.stdin is not None
             await process.stdin.aclose()
             assert await watch.wait() == 0  # back to a wait of its own
             await _turns()
+    assert codes == [0]
     assert notices.calls == 0
 
 

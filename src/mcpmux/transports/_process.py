@@ -68,7 +68,7 @@ class ExitWatch:
         self._exited = False
         """The reader saw the exit (the child watcher sets ``returncode`` a moment later)."""
         self._seen: anyio.Event | None = None
-        """Set when the reader sees the exit; made when first waited for."""
+        """Set when the reader sees the exit or is closed; made when first waited for."""
 
     def notify(self, loop: asyncio.AbstractEventLoop, on_exit: Callable[[], object]) -> bool:
         """Call ``on_exit`` from ``loop`` once the child has exited (at most once, and not after
@@ -93,18 +93,20 @@ class ExitWatch:
         self._on_exit = None
 
     def close(self) -> None:
-        """Remove the reader of :meth:`notify` and close its pidfd (idempotent)."""
+        """Remove the reader of :meth:`notify` and close its pidfd (idempotent). A waiter still
+        waiting then watches by itself (:meth:`wait`)."""
         reader, self._reader = self._reader, None
         if reader is not None:
             loop, pidfd = reader
             loop.remove_reader(pidfd)
             os.close(pidfd)
+        seen, self._seen = self._seen, None
+        if seen is not None:
+            seen.set()
 
     def _readable(self) -> None:
-        self.close()
         self._exited = True
-        if self._seen is not None:
-            self._seen.set()
+        self.close()
         on_exit, self._on_exit = self._on_exit, None
         if on_exit is not None:
             on_exit()
