@@ -11,7 +11,7 @@ close it. Rounds alternate (SDK, manager, SDK, ...) and the medians are reported
 - the same per server in milliseconds;
 - the cycle collector's full collections over all rounds, the ratio of mean CPU (full collections
   where they landed in this run) and the ratio of median CPU with their own CPU taken out. A full
-  collection costs 30-80 ms here, nearly a round's CPU, and lands on whichever round crosses its
+  collection costs 60-80 ms here, nearly a round's CPU, and lands on whichever round crosses its
   threshold, so the plain median and the mean swing from run to run with where they landed;
 - the collections per round (of any generation), which decide a side's share of the full
   collections in a long-lived host (one in 133 with the default thresholds), and the
@@ -143,10 +143,11 @@ class Collections:
     CPython 3.11-3.13 collects a generation when its count (collections of the one below since
     its last) exceeds its threshold. So with the default thresholds (700, 10, 10) one collection
     in 12 is of generation 1 and one in 133 is a full one, as long as enough objects were promoted
-    since the last (always the case here). A full collection walks every tracked object of the process (~100k here, most
-    of them imported modules): 30-80 ms, against ~100 ms for a whole 50-server connect. In a short
-    run it lands on whichever round the count reaches; in a long-lived host a side's share of them
-    follows its count of collections.
+    since the last (always the case here). A full collection walks every tracked object of the
+    process (~170k here, most of them imported modules): 60-80 ms, against ~100 ms for a whole
+    50-server connect. In a short run it lands on whichever round the count reaches (with two
+    kinds of rounds alternating, about every second pair: on the same side run after run); in a
+    long-lived host a side's share of them follows its count of collections.
     """
 
     def __init__(self) -> None:
