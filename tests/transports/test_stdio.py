@@ -233,7 +233,7 @@ async def test_a_child_exiting_while_its_transport_closes_leaves_no_loop_error(
         with anyio.fail_after(WAIT_S):
             async with open_transport(config, Settings()) as streams:
                 await anyio.sleep(step * 0.01)  # the child's start takes tens of ms: the exit lands anywhere
-        assert streams.exit_code() == 4
+        assert streams.exit_code() is not None  # reaped (4, or a signal on a machine too slow to start it)
     assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
 
 
