@@ -19,6 +19,7 @@ from mcpmux.config.models import Config, OpenAPIServerConfig, SecurityConfig
 from mcpmux.gateway.tokens import TokenStore
 from mcpmux.policy import StateStore
 from mcpmux.sources import SourceRegistry
+from tests.peers.fixtures import free_port
 from tests.sources.conftest import KEY
 
 SECRET = "never-show-this-secret-77"
@@ -49,14 +50,6 @@ def _is_problem(answer: Any, status: int) -> bool:
         return False
     body = answer.json()
     return body["status"] == status and bool(body["title"]) and bool(body["detail"])
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def _registered(client: TestClient) -> list[str]:
@@ -154,7 +147,7 @@ def test_hostile_or_broken_input_is_a_4xx_problem_and_registers_nothing(tmp_path
         body["url"] = "http://127.0.0.1:9/openapi.json"
     elif case == "unreachable_base_url":
         body["url"] = _openapi(tmp_path, {"/p": {"get": {"operationId": "p"}}})
-        body["openapi_config"] = {"base_url": f"http://127.0.0.1:{_closed_port()}/v1"}
+        body["openapi_config"] = {"base_url": f"http://127.0.0.1:{free_port()}/v1"}
     elif case == "bad_name":
         body = {"name": "../../etc", "source_type": "mcp", "url": "http://127.0.0.1:9/mcp"}
     else:

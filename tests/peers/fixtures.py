@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import os
 import shutil
 import signal
@@ -245,11 +246,51 @@ def stdio_command(peer: str, *args: str) -> tuple[str, list[str]]:
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (another process may still take it before you do)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port free on 127.0.0.1 right now, never one another pytest-xdist worker is handed.
+
+    Under xdist each worker (``PYTEST_XDIST_WORKER=gwN``) takes ports from its own block below the
+    kernel's ephemeral range, in turn, skipping any that cannot be bound (a listener, or a connection
+    lingering in TIME_WAIT): two workers never race for one port, and no outgoing connection is given
+    one of them. Outside xdist (bench/, a REPL, a serial run) it is the kernel's pick of a free port.
+    Either way another process may still take it before you do: start-ups retry on a new port.
+    """
+    block = _worker_port_block()
+    if block is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+            return port
+    start, size = block
+    for _ in range(size):
+        candidate = start + next(_PORT_TURN) % size
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+        return candidate
+    raise RuntimeError(f"no free port in this worker's block {start}-{start + size - 1}")
+
+
+_PORT_TURN = itertools.count()
+_PORT_BLOCK_SIZE = 500
+_PORT_BLOCKS_START = 10_000
+
+
+@functools.cache
+def _worker_port_block() -> tuple[int, int] | None:
+    """``(first port, size)`` of this xdist worker's block, or ``None`` outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32_768
+    blocks = (ephemeral_low - _PORT_BLOCKS_START) // _PORT_BLOCK_SIZE
+    if blocks < 1:
+        return None
+    return _PORT_BLOCKS_START + (int(worker[2:]) % blocks) * _PORT_BLOCK_SIZE, _PORT_BLOCK_SIZE
 
 
 def loopback_env(base: Mapping[str, str] | None = None) -> dict[str, str]:

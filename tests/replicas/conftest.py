@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -20,10 +19,10 @@ import psycopg
 import pytest
 
 from tests.gateway.serving import Serving, serve
-from tests.peers.fixtures import stdio_command
+from tests.peers.fixtures import free_port, stdio_command
 from tests.sources.conftest import postgres_server
 
-__all__ = ["postgres_server"]
+__all__ = ["free_port", "postgres_server"]
 
 
 @pytest.fixture
@@ -47,12 +46,6 @@ def replica_config(root: Path, url: str, servers: Sequence[str] = ("time",), **s
     mcp = {"servers": entries, "security": {"pinning": "off", **security}}
     path.write_text(json.dumps({"mcp": mcp, "storage": {"url": url}}))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_replica(root: Path, config: Path, name: str, port: int, *args: str) -> Iterator[Serving]:

@@ -19,9 +19,10 @@ from mcpmux.config.models import Settings, SseServerConfig, StreamableHttpServer
 from mcpmux.connection import Connection
 from mcpmux.errors import AuthRequired, ConnectFailed, HTTPStatusError
 from mcpmux.transports import open_transport
-from tests.transports.conftest import WAIT_S, echo_server, free_port, running_uvicorn, session_over
+from tests.peers.fixtures import free_port
+from tests.transports.conftest import WAIT_S, echo_server, running_uvicorn, session_over
 
-pytestmark = [pytest.mark.anyio, pytest.mark.network]
+pytestmark = [pytest.mark.xdist_group(__name__), pytest.mark.anyio, pytest.mark.network]
 
 
 class Received:

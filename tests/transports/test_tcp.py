@@ -11,7 +11,8 @@ from anyio.abc import SocketStream
 from mcpmux.config.models import Settings, TcpServerConfig
 from mcpmux.errors import ConnectFailed, MessageTooLarge
 from mcpmux.transports import open_transport, serve_tcp
-from tests.transports.conftest import WAIT_S, echo_server, free_port, session_over
+from tests.peers.fixtures import free_port
+from tests.transports.conftest import WAIT_S, echo_server, session_over
 
 pytestmark = [pytest.mark.anyio, pytest.mark.network]
 

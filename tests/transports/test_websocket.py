@@ -15,7 +15,8 @@ from websockets.http11 import Request, Response
 from mcpmux.config.models import Settings, WebSocketServerConfig
 from mcpmux.errors import AuthRequired, ConnectFailed, HTTPStatusError, MessageTooLarge
 from mcpmux.transports import open_transport, serve_websocket
-from tests.transports.conftest import WAIT_S, echo_server, free_port, session_over
+from tests.peers.fixtures import free_port
+from tests.transports.conftest import WAIT_S, echo_server, session_over
 
 pytestmark = [pytest.mark.anyio, pytest.mark.network]
 
