@@ -3,13 +3,12 @@
 ``field_outcome(server)`` runs the five faces of a server the first time one of its tests asks (an HTTP
 server's listener is started for them and stopped after) and caches the results; each (server, face)
 test then asserts its own face, so a known bug is a strict xfail on exactly the faces it breaks.
-At the end of the session a table (server, transport, era, each face) is printed and written as JSON to
-``.field-results/field.json`` at the repository root (and under pytest's basetemp).
+At the end of the session :mod:`tests.field.report` prints a table (server, transport, era, each face)
+and writes it as JSON to ``.field-results/field.json`` at the repository root.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -21,13 +20,10 @@ import pytest
 
 from tests.field.faces import FaceResult, run_faces
 from tests.field.processes import FIELD_MARKER, postgres_cluster, start_listener, web_page
+from tests.field.report import RESULTS
 from tests.field.servers import FACES, FIELD_SERVERS, FieldServer, Site, field_venv_bin, stale_installs
 from tests.peers.fixtures import INSTALL_HINT, make_git_repo, stop_process_group
 
-_ROOT = Path(__file__).resolve().parents[2]
-_RESULTS: dict[str, dict[str, FaceResult]] = {}
-_RESULTS_DIR = _ROOT / ".field-results"
-_BASETEMP: list[Path] = []
 # Servers run at once (each with its five faces at once): 2 keeps a loaded 2-core machine responsive.
 FIELD_CONCURRENCY = int(os.environ.get("MCPMUX_FIELD_CONCURRENCY", "2"))
 
@@ -94,11 +90,21 @@ async def _run_all(servers: list[FieldServer], site: Site, root: Path) -> None:
 
     async def one(server: FieldServer) -> None:
         async with limiter:
-            _RESULTS[server.name] = await _run(server, site, root / server.name)
+            RESULTS[server.name] = await _run(server, site, root / server.name)
 
     async with anyio.create_task_group() as tg:
         for server in servers:
             tg.start_soon(one, server)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``) a server's five face tests run in one worker, which
+    runs the server's faces once for all five."""
+    for item in items:
+        server = _case_server(item)
+        if server is not None:
+            item.add_marker(pytest.mark.xdist_group(f"field-{server.name}"))
 
 
 def _selected(session: pytest.Session) -> list[FieldServer]:
@@ -118,71 +124,18 @@ def field_outcome(
 ) -> FieldOutcome:
     """``field_outcome(server)``: every face's :class:`FaceResult`.
 
-    The first call runs every server this session selected, ``FIELD_CONCURRENCY`` servers at a time
-    (each with its five faces at once), so the whole tier fits its time budget.
+    In one process, the first call runs every server this session selected, ``FIELD_CONCURRENCY``
+    servers at a time (each with its five faces at once), so the whole tier fits its time budget. Under
+    pytest-xdist each server's tests are one group (see ``pytest_collection_modifyitems``), so the
+    servers spread over the workers and a worker runs only the server it was asked about.
     """
-    _BASETEMP[:] = [tmp_path_factory.getbasetemp()]
+    in_worker = hasattr(request.config, "workerinput")
 
     def outcome(server: FieldServer) -> dict[str, FaceResult]:
-        if server.name not in _RESULTS:
-            pending = [s for s in _selected(request.session) if s.name not in _RESULTS] or [server]
+        if server.name not in RESULTS:
+            selected = [server] if in_worker else _selected(request.session)
+            pending = [s for s in selected if s.name not in RESULTS] or [server]
             anyio.run(_run_all, pending, field_site, tmp_path_factory.mktemp("field-servers"))
-        return _RESULTS[server.name]
+        return RESULTS[server.name]
 
     return outcome
-
-
-def _cell(server: FieldServer, face: str, result: FaceResult | None) -> str:
-    if result is None:
-        return "-"
-    if face in server.known:
-        return "XPASS" if result.ok else "xfail"
-    return "ok" if result.ok else "FAIL"
-
-
-def _rows() -> list[dict[str, Any]]:
-    rows = []
-    for server in FIELD_SERVERS:
-        results = _RESULTS.get(server.name)
-        if results is None:
-            continue
-        era = results["test"].era or "-"
-        row: dict[str, Any] = {
-            "server": server.name,
-            "package": server.package,
-            "lang": server.lang,
-            "sdk": server.sdk,
-            "transport": server.transport,
-            "era": era,
-            "faces": {face: _cell(server, face, results.get(face)) for face in FACES},
-            "details": {face: results[face].to_json() for face in FACES},
-            "known": {face: bug.reason for face, bug in server.known.items()},
-        }
-        rows.append(row)
-    return rows
-
-
-def _table(rows: list[dict[str, Any]]) -> list[str]:
-    header = ["server", "lang", "sdk", "transport", "era", *FACES]
-    body = [[r["server"], r["lang"], r["sdk"], r["transport"], r["era"], *r["faces"].values()] for r in rows]
-    widths = [max(len(str(line[i])) for line in [header, *body]) for i in range(len(header))]
-    return ["  ".join(str(cell).ljust(w) for cell, w in zip(line, widths, strict=True)) for line in [header, *body]]
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    rows = _rows()
-    if not rows:
-        return
-    terminalreporter.section("field suite: real MCP servers through every face of mcpmux")
-    for line in _table(rows):
-        terminalreporter.write_line(line)
-    distinct = len({r["package"].split(" (")[0] for r in rows})
-    terminalreporter.write_line(
-        f"{len(rows)} rows, {distinct} distinct servers; xfail = a known bug (issue 14), XPASS = fixed: remove its mark"
-    )
-    payload = json.dumps({"rows": rows}, indent=1)
-    targets = [_RESULTS_DIR / "field.json", *(basetemp / "field.json" for basetemp in _BASETEMP)]
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(payload + "\n", encoding="utf-8")
-    terminalreporter.write_line(f"results: {', '.join(str(t) for t in targets)}")
