@@ -11,7 +11,18 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.peers.fixtures"]
+pytest_plugins = ["tests.peers.fixtures", "tests.field.report"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pytest-xdist worker, the ungrouped tests marked ``slow`` come first: the controller hands
+    tests out in the order the workers collected them (groups, largest first, before single tests), so
+    the longest start early instead of last, on one worker, while the others wait. A group keeps its
+    tests in file order: some share a module's server and build on what an earlier test did."""
+    if hasattr(config, "workerinput"):
+        items.sort(
+            key=lambda item: not (item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"))
+        )
 
 
 @pytest.fixture
