@@ -266,6 +266,7 @@ def _foreign_private_uses(path: Path, tree: ast.Module, ours: set[str]) -> list[
     return found
 
 
+@pytest.mark.slow
 def test_no_private_name_of_a_dependency_is_used_outside_mcpmux_private() -> None:
     trees = {path: ast.parse(path.read_text(), str(path)) for path in sorted(SRC.rglob("*.py"))}
     ours = _ours({p: t for p, t in trees.items() if "_private" not in p.parts})

@@ -136,6 +136,7 @@ def test_a_toolset_agent_without_toolsets_is_a_usage_error() -> None:
 # -- mcpmux run --agent ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_run_agent_sends_only_its_tools_and_instructions_and_a_refused_call_reaches_the_model(tmp_path: Path) -> None:
     script = [Reply(tool_calls=[Call("ch__delete_notes", {"path": "a"})]), Reply("I may only read.")]
@@ -193,6 +194,7 @@ class TextProtocolClient:
         return types.CreateMessageResult(role="assistant", content=types.TextContent(text=answer), model="client-model")
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 async def test_serve_agent_exposes_only_ask_and_samples_the_callers_model_by_text_protocol(tmp_path: Path) -> None:
     path = write_config(tmp_path, {"reader": reader()})
@@ -220,6 +222,7 @@ async def test_serve_agent_exposes_only_ask_and_samples_the_callers_model_by_tex
     assert "Only ever read notes" in system
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 async def test_serve_agent_with_a_configured_model_never_samples_the_client(tmp_path: Path) -> None:
     script = [Reply(tool_calls=[Call("ch__read_notes", {"path": "b"})]), Reply("read b")]
@@ -274,6 +277,7 @@ async def test_ask_samples_with_tools_when_the_client_declares_sampling_tools(st
     assert [t.name for t in seen[0].tools or []] == ["ch__read_notes"]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_chat_agent_uses_its_model_and_tools_and_slash_calls_outside_them_are_refused(tmp_path: Path) -> None:
     import pexpect

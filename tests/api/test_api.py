@@ -55,6 +55,7 @@ def _manifest() -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_the_tools_provider_flow_end_to_end(database_url: str, tmp_path: Path) -> None:
     state = tmp_path / "state.db"
     (tmp_path / "plugin").mkdir()
@@ -152,6 +153,7 @@ def test_the_api_publishes_its_own_openapi_document(database_url: str, tmp_path:
             "/api/tools/{tool_id}", "/api/tools/execute", "/api/servers", "/api/audit"} <= paths  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_transient_source_runs_only_for_its_sync_and_its_calls(database_url: str, tmp_path: Path) -> None:
     command, args = stdio_command("time")

@@ -24,6 +24,8 @@ from mcpmux.policy import StateStore
 from mcpmux.sources import SourceRegistry
 from tests.sources.conftest import KEY
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]
+
 EXAMPLES_PER_OPERATION = 15
 
 

@@ -23,6 +23,7 @@ def _config(root: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 async def test_one_process_serves_mcp_and_the_api(tmp_path: Path, httpbin: str) -> None:
     with serve(tmp_path, _config(tmp_path), "--http", "127.0.0.1:0") as serving:
         async with httpx.AsyncClient(base_url=serving.base, timeout=60) as api:

@@ -71,6 +71,7 @@ def obey_injection(request: dict[str, Any]) -> Reply:
     return Reply("finished")
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_an_injected_tool_result_cannot_make_the_agent_call_outside_its_tools(tmp_path: Path) -> None:
     script = [Reply(tool_calls=[Call("ch__read_notes", {"path": INJECTION})]), obey_injection, obey_injection]

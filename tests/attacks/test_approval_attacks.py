@@ -74,6 +74,7 @@ def token(root: Path, config: Path, name: str, *flags: str) -> str:
     return made.stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_network_client_answering_its_own_elicitation_is_not_asked_and_not_honoured(
     tmp_path: Path, mode: str
@@ -93,6 +94,7 @@ async def test_a_network_client_answering_its_own_elicitation_is_not_asked_and_n
     assert all("may not approve" in r["rule"] for r in audit)
 
 
+@pytest.mark.slow
 async def test_a_token_without_can_approve_cannot_approve(tmp_path: Path) -> None:
     config = write_config(tmp_path, ("time",), require_approval=[TOOL])
     bob = token(tmp_path, config, "bob")
@@ -104,6 +106,7 @@ async def test_a_token_without_can_approve_cannot_approve(tmp_path: Path) -> Non
     assert agent.asked == 0
 
 
+@pytest.mark.slow
 async def test_a_can_approve_token_approves_for_itself_only_and_never_for_a_later_cli_call(tmp_path: Path) -> None:
     config = write_config(tmp_path, ("time",), require_approval=[TOOL])
     alice, carol = token(tmp_path, config, "alice", "--can-approve"), token(tmp_path, config, "carol", "--can-approve")

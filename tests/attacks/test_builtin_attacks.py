@@ -97,6 +97,7 @@ ATTACKS = [
 ]
 
 
+@pytest.mark.slow
 async def test_swapping_a_directory_for_a_symlink_never_reaches_outside_the_root(
     swapped: tuple[Path, Path],
 ) -> None:

@@ -167,6 +167,7 @@ def assert_only_config_errors(name: str, text: str) -> None:
                 assert problems, "a ConfigError lists its problems"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(SEEDS))
 @FUZZ
 @given(data=st.data())
@@ -175,6 +176,7 @@ def test_every_mutated_file_is_loaded_or_refused_with_a_config_error(kind: str, 
     assert_only_config_errors(name, dump(data.draw(mutated(kind)), name))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(SEEDS))
 @FUZZ
 @given(data=st.data())

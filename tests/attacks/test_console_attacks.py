@@ -15,7 +15,7 @@ import pytest
 from tests.console.serving import Console, console, write_console_config
 from tests.gateway.serving import mcpmux
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.xdist_group(__name__), pytest.mark.subprocess, pytest.mark.network]
 
 PAGES = ["/ui/servers", "/ui/servers/everything", "/ui/tools", "/ui/tools/everything:echo", "/ui/resources",
          "/ui/prompts", "/ui/approvals", "/ui/audit", "/ui/audit/export.csv", "/ui/audit/export.json",
@@ -33,6 +33,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         yield running
 
 
+@pytest.mark.slow
 def test_no_page_without_a_session_only_the_sign_in_page(served: Console) -> None:
     with served.client() as client:
         for path in PAGES:
@@ -149,6 +150,7 @@ def test_markup_in_a_tool_result_renders_as_text_and_svg_is_not_shown_as_an_imag
     assert "data:image/svg" not in response.text and "not shown" in response.text
 
 
+@pytest.mark.slow
 def test_a_revoked_token_ends_its_session(tmp_path: Path) -> None:
     config = write_console_config(tmp_path, ("everything",))
     with console(tmp_path, config) as running, running.signed_in("agent") as client:
@@ -157,6 +159,7 @@ def test_a_revoked_token_ends_its_session(tmp_path: Path) -> None:
         assert client.get("/ui/servers").status_code == 303
 
 
+@pytest.mark.slow
 def test_without_tokens_the_console_wants_the_key_printed_at_start(tmp_path: Path) -> None:
     config = write_console_config(tmp_path, ("everything",))
     with console(tmp_path, config, tokens=False) as running, running.client() as client:
@@ -168,6 +171,7 @@ def test_without_tokens_the_console_wants_the_key_printed_at_start(tmp_path: Pat
         assert client.get("/ui/servers").status_code == 200
 
 
+@pytest.mark.slow
 def test_no_ui_serves_no_console(tmp_path: Path) -> None:
     config = write_console_config(tmp_path, ("everything",))
     with console(tmp_path, config, "--no-ui") as running, running.client() as client:

@@ -97,6 +97,7 @@ def test_a_symlinked_socket_is_never_used(daemon: Daemon, tmp_path: Path) -> Non
         elsewhere.unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_a_runtime_directory_open_to_others_is_refused_by_the_daemon_too(daemon: Daemon) -> None:
     (daemon.runtime / "mcpmux").mkdir(mode=0o700)
     os.chmod(daemon.runtime / "mcpmux", 0o755)
@@ -106,6 +107,7 @@ def test_a_runtime_directory_open_to_others_is_refused_by_the_daemon_too(daemon:
     assert not daemon.socket.exists()
 
 
+@pytest.mark.slow
 def test_another_users_process_is_refused_by_the_daemon_whatever_the_file_modes(daemon: Daemon) -> None:
     daemon.start("--linger", "600")
     # Loosen the path so the kernel lets 'nobody' connect: only SO_PEERCRED stands in the way now.
@@ -131,6 +133,7 @@ def test_another_users_process_is_refused_by_the_daemon_whatever_the_file_modes(
     assert daemon.status() is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "payload",
     [
@@ -149,6 +152,7 @@ def test_a_hostile_first_line_is_closed_unanswered_and_the_daemon_serves_on(daem
     assert daemon.status() is not None
 
 
+@pytest.mark.slow
 def test_an_unknown_first_request_and_an_invalid_entry_are_answered_with_an_error(daemon: Daemon) -> None:
     daemon.start("--linger", "600")
     unknown = json.loads(_raw(daemon, request_line("tools/list")))
@@ -160,6 +164,7 @@ def test_an_unknown_first_request_and_an_invalid_entry_are_answered_with_an_erro
     assert status is not None and status["servers"] == []  # nothing was spawned
 
 
+@pytest.mark.slow
 def test_a_silent_client_does_not_block_others_and_is_dropped(daemon: Daemon) -> None:
     daemon.start("--linger", "600")
     with socket.socket(socket.AF_UNIX) as silent:
@@ -169,6 +174,7 @@ def test_a_silent_client_does_not_block_others_and_is_dropped(daemon: Daemon) ->
         assert silent.recv(1) == b""  # dropped after the attach deadline
 
 
+@pytest.mark.slow
 def test_a_client_killed_mid_session_leaves_the_shared_server_serving_the_next(daemon: Daemon) -> None:
     daemon.start("--linger", "600")
     attach = Attach("attack@/", _counter_entry(), Settings(), SecurityConfig())
@@ -263,6 +269,7 @@ ATTACHED = b'{"jsonrpc": "2.0", "id": "mcpmux", "result": {"daemon_pid": 1}}\n'
 INITIALIZED = b'{"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25", "capabilities": {}}}\n'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "replies",
     [
@@ -337,6 +344,7 @@ def _all_params(*servers: StdioServerConfig) -> dict[str, object]:
     return AttachAll("attack@/", Config(servers=servers)).params()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params",
     [
@@ -373,6 +381,7 @@ def _attached_all(daemon: Daemon, params: dict[str, object]) -> socket.socket:
     return sock
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "garbage",
     [b"not json\n", b"[" * 100_000 + b"\n", b"x" * (17 * 1024 * 1024)],
@@ -401,6 +410,7 @@ def test_garbage_in_an_all_session_harms_that_session_only(daemon: Daemon, garba
         assert json.loads(answer.splitlines()[0])["id"] == 1
 
 
+@pytest.mark.slow
 def test_an_all_session_killed_mid_call_releases_its_servers_and_the_pool_serves_on(daemon: Daemon) -> None:
     daemon.start("--linger", "600")
     params = json.dumps(_all_params(_counter_entry()))
@@ -461,6 +471,7 @@ def _config_file(daemon: Daemon) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "replies",
     [
@@ -484,6 +495,7 @@ def test_connect_never_relays_to_a_socket_that_did_not_attach_it(tmp_path: Path,
         impostor.close()
 
 
+@pytest.mark.slow
 def test_connect_refuses_a_world_writable_socket_and_serves_itself_or_says_why(daemon: Daemon, tmp_path: Path) -> None:
     (daemon.runtime / "mcpmux").mkdir(mode=0o700)
     with _fake_socket(daemon.socket):
@@ -511,6 +523,7 @@ def test_the_relay_run_by_hand_says_what_is_wrong(argv: list[str]) -> None:
     assert done.stderr.decode().count("\n") == 1, done.stderr
 
 
+@pytest.mark.slow
 def test_a_hostile_tools_request_is_answered_with_an_error_and_nothing_is_spawned(daemon: Daemon) -> None:
     daemon.start("--linger", "600")
     for params in ({}, {"server": "nonsense"}, {"server": {"name": "x", "type": "http", "url": "http://127.0.0.1:1"}}):
@@ -520,6 +533,7 @@ def test_a_hostile_tools_request_is_answered_with_an_error_and_nothing_is_spawne
     assert status is not None and status["servers"] == []
 
 
+@pytest.mark.slow
 def test_the_thin_tools_list_takes_the_ordinary_path_on_a_garbled_answer(tmp_path: Path) -> None:
     from mcpmux.config.models import Config
     from mcpmux.daemon.thin import NotThin, list_tools
@@ -541,6 +555,7 @@ def test_the_thin_tools_list_takes_the_ordinary_path_on_a_garbled_answer(tmp_pat
             path.unlink()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", ["mcpmux/attach", "mcpmux/tools"])
 def test_clients_that_hang_up_before_the_answer_never_take_the_daemon_down(daemon: Daemon, first: str) -> None:
     """A client that sends its first request and goes (a killed command, Ctrl-C) leaves the daemon serving:
@@ -634,6 +649,7 @@ def test_hostile_known_attaches_are_refused_and_nothing_is_spawned(daemon: Daemo
     assert status is not None and status["servers"] == []  # nothing was spawned
 
 
+@pytest.mark.slow
 def test_a_known_attach_serves_only_the_entry_kept_under_that_digest_and_name(daemon: Daemon) -> None:
     """A digest kept for one server never attaches another name, and is only served while its instance runs."""
     daemon.start("--linger", "600")

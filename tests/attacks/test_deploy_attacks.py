@@ -136,6 +136,7 @@ def test_shell_syntax_in_the_environment_stays_literal(tmp_path: Path) -> None:
 FORGED_SESSIONS = ["deadbeef", "mcpmux-2.deadbeef", "mcpmux-9:http://127.0.0.1:1/", "../../etc/passwd", "x" * 5000]
 
 
+@pytest.mark.slow
 @pytest.mark.peers
 def test_through_the_balancer_foreign_hosts_origins_and_forged_sessions_are_refused(tmp_path: Path) -> None:
     list_tools = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}'

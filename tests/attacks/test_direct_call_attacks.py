@@ -127,6 +127,7 @@ async def test_an_id_reused_while_its_call_runs_gets_its_own_answer(monkeypatch:
     assert spy.served == 1  # the second took the SDK's path: the id was taken
 
 
+@pytest.mark.slow
 async def test_clients_that_hang_up_mid_call_or_flood_leave_nothing_behind(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = Spy(monkeypatch)
     with anyio.fail_after(90):

@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.gateway.serving import Serving, mcpmux, serve
 from tests.gateway.test_era_matrix import _Streams, text, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.xdist_group(__name__), pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.network]
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 WAIT_S = 60
@@ -111,6 +111,7 @@ def asked(gateway: Gateway, text: str, token: str | None = None) -> str:
     return state
 
 
+@pytest.mark.slow
 def test_a_forged_request_state_resumes_nothing(gateway: Gateway) -> None:
     before = upstream_calls(gateway, "guarded")
     for forged in ("call:guessed:", "v1.AAAA", "v1." + "A" * 300, "", "call:" + "x" * 5000):

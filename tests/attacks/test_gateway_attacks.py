@@ -25,7 +25,7 @@ from websockets.typing import Subprotocol
 
 from tests.gateway.serving import Serving, mcpmux, serve
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.xdist_group(__name__), pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.network]
 
 EVIL = "https://evil.example"
 WAIT_S = 30
@@ -152,6 +152,7 @@ async def test_a_local_client_without_origin_still_uses_the_websocket_without_to
     (root / "ws" / "pwned.txt").unlink()
 
 
+@pytest.mark.slow
 async def test_the_websocket_needs_a_valid_token_once_tokens_exist(tokened: tuple[Serving, Path, str]) -> None:
     serving, root, token = tokened
     address = serving.addresses["ws"]
@@ -180,6 +181,7 @@ async def test_the_websocket_takes_the_token_as_a_header_or_as_a_subprotocol(
         assert "error" not in await rpc(ws, INITIALIZE)
 
 
+@pytest.mark.slow
 async def test_a_call_over_the_websocket_is_audited_under_its_token_name(tmp_path: Path) -> None:
     config = workspace_config(tmp_path)
     token = create_token(tmp_path, config, "carol")
@@ -332,6 +334,7 @@ def test_healthz_says_only_ok_to_an_anonymous_caller_when_tokens_are_required(
 # -- tokens created and revoked while serving ----------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_token_created_while_serving_is_required_and_accepted_at_once(tmp_path: Path) -> None:
     config = workspace_config(tmp_path)
     with serve(tmp_path, config, "--http", "127.0.0.1:0", "--ws", "127.0.0.1:0") as serving:
@@ -348,6 +351,7 @@ async def test_a_token_created_while_serving_is_required_and_accepted_at_once(tm
         assert post_initialize(serving, Authorization=f"Bearer {second}") == 200
 
 
+@pytest.mark.slow
 async def test_a_websocket_whose_token_is_revoked_is_closed_at_its_next_message(
     tmp_path: Path,
 ) -> None:

@@ -27,6 +27,7 @@ from tests.peers.fixtures import stop_process_group
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.subprocess,
     pytest.mark.network,
     pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"),

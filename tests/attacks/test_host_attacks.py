@@ -20,7 +20,7 @@ import pytest
 
 from tests.gateway.serving import Serving, mcpmux, serve, write_config
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.xdist_group(__name__), pytest.mark.slow, pytest.mark.subprocess, pytest.mark.network]
 
 WAIT_S = 60
 DOC = "demo://resource/static/document/architecture.md"

@@ -142,6 +142,7 @@ async def test_a_private_endpoint_is_allowed_only_when_configured() -> None:
     assert introspector.endpoint == "https://10.1.2.3/introspect"
 
 
+@pytest.mark.slow
 @pytest.mark.peers
 @pytest.mark.subprocess
 def test_serve_refuses_to_start_with_an_ssrf_introspection_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:

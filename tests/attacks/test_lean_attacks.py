@@ -56,6 +56,7 @@ async def attack(conn: Connection, tool: str, timeout: float | None = None) -> A
     return seen, after
 
 
+@pytest.mark.slow
 async def test_every_hostile_answer_ends_the_same_on_both_paths() -> None:
     outcomes: dict[bool, list[Any]] = {}
     with anyio.fail_after(WAIT_S):
@@ -109,6 +110,7 @@ async def test_a_forged_answer_for_every_future_id_reaches_no_call() -> None:
                 assert text(await conn.call_tool("echo", {"text": f"mine {i}"})) == f"mine {i}"
 
 
+@pytest.mark.slow
 @BOTH
 async def test_a_child_that_stops_reading_cannot_hold_a_call_past_its_deadline(lean: bool) -> None:
     # The request's write waits for room in the pipe; the deadline covers that wait too. On the SDK's

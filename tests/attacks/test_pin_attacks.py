@@ -69,6 +69,7 @@ async def test_two_tools_that_trade_definitions_are_both_quarantined(store: Stat
                 await guard.call_tool("ch:read_notes", {"path": "x"})  # would now delete
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 async def test_a_renamed_tool_is_neither_listed_nor_callable_through_the_gateway(tmp_path: Path) -> None:
     config = tmp_path / "mcpmux.yaml"

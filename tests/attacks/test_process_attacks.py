@@ -228,6 +228,7 @@ async def _assert_none_left(marker: str) -> None:
             _kill_if_alive(process.pid)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not REAPER_AVAILABLE, reason="the reaper runs on Linux only")
 async def test_a_stdio_spawn_cancelled_before_its_pipes_connect_leaves_no_process() -> None:
     marker = f"mcpmux-cancelled-spawn-{os.getpid()}-{time.monotonic_ns()}"

@@ -26,7 +26,7 @@ from tests.sources.conftest import postgres_server
 
 __all__ = ["postgres_server"]
 
-pytestmark = [pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.xdist_group(__name__), pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
 
 PING = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
 
@@ -90,6 +90,7 @@ def post(serving: Serving, token: str | None, body: object, **headers: str) -> h
     return httpx.post(serving.url, content=json.dumps(body).encode(), headers=sent, timeout=30)
 
 
+@pytest.mark.slow
 def test_a_session_id_naming_an_unknown_or_malformed_replica_is_404_and_reaches_no_one(
     replica: tuple[Serving, str, str],
 ) -> None:
@@ -160,6 +161,7 @@ def test_a_request_state_naming_another_replica_is_checked_where_it_lands_when_t
         assert '"error"' in answer.text and "UTC" not in answer.text, answer.text
 
 
+@pytest.mark.slow
 def test_a_console_cookie_naming_a_peer_that_breaks_off_is_served_here(replica: tuple[Serving, str, str]) -> None:
     serving, _, url = replica
     with breaking_peer() as (port, received):

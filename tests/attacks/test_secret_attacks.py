@@ -87,6 +87,7 @@ def assert_no_secret(text: str, where: str) -> None:
         assert secret not in text, f"{where} leaks {secret!r}:\n{text}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv",
     [
@@ -122,6 +123,7 @@ def test_a_childs_stderr_is_stored_and_printed_without_its_secrets(project: Path
         assert_no_secret(path.read_text("utf-8", "replace"), str(path))
 
 
+@pytest.mark.slow
 def test_a_secret_passed_as_a_tool_argument_is_not_stored_in_the_audit_table(
     project: Path, isolated_home: Path
 ) -> None:

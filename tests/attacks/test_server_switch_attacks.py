@@ -22,7 +22,7 @@ import pytest
 from tests.console.serving import Console, console, write_console_config
 from tests.gateway.serving import mcpmux
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.xdist_group(__name__), pytest.mark.subprocess, pytest.mark.network]
 
 WAIT_S = 60.0
 
@@ -62,6 +62,7 @@ def _children(served: Console, command_part: str) -> list[psutil.Process]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_read_or_execute_token_cannot_switch_a_server_in_the_console(served: Console) -> None:
     for token in ("reader", "agent"):
         with served.signed_in(token) as client:
@@ -135,6 +136,7 @@ def test_disabling_twice_is_harmless_and_enabling_brings_one_child_back(served: 
     assert len(_children(served, "server-everything")) >= 1
 
 
+@pytest.mark.slow
 def test_a_storm_of_concurrent_enables_and_disables_ends_working_with_one_child(served: Console) -> None:
     actions = ["disable", "enable"] * 10
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:

@@ -13,7 +13,7 @@ import pytest
 from tests.gateway.serving import mcpmux
 from tests.skills.test_skills import config
 
-pytestmark = [pytest.mark.subprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
 
 def test_a_malformed_skills_listing_is_a_clear_protocol_error_and_the_others_are_still_listed(tmp_path: Path) -> None:

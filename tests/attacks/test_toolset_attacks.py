@@ -153,6 +153,7 @@ def raw_post(serving: Serving, path: str, token: str) -> tuple[int, str]:
     return int(response.split(" ", 2)[1]), response
 
 
+@pytest.mark.slow
 @pytest.mark.peers
 @pytest.mark.subprocess
 @pytest.mark.network
@@ -210,6 +211,7 @@ async def test_a_bound_token_calling_another_toolsets_tool_at_its_own_path_gets_
                 await client.get_prompt("everything__simple-prompt", {})
 
 
+@pytest.mark.slow
 @pytest.mark.peers
 @pytest.mark.subprocess
 @pytest.mark.network

@@ -21,7 +21,7 @@ from mcpmux.auth.vault import open_vault
 from mcpmux.config.models import StreamableHttpServerConfig
 from tests.auth.world import OAuthWorld, oauth_world, scripted_browser
 
-pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
 
 PROCESSES = 8
 RUN_S = 10.0

@@ -100,6 +100,7 @@ async def test_the_token_file_is_private_and_encrypted(world: OAuthWorld) -> Non
     assert record.tokens.refresh_token.encode() not in blob
 
 
+@pytest.mark.slow
 async def test_an_expiring_token_is_refreshed_and_the_rotated_refresh_token_is_kept(short_world: OAuthWorld) -> None:
     world = short_world
     with anyio.fail_after(DEADLINE_S):
@@ -122,6 +123,7 @@ async def test_an_expiring_token_is_refreshed_and_the_rotated_refresh_token_is_k
     assert stats["authorization_code"] == 1  # no second login
 
 
+@pytest.mark.slow
 async def test_a_revoked_login_leaves_the_server_needing_auth_with_a_login_hint(short_world: OAuthWorld) -> None:
     world = short_world
     with anyio.fail_after(DEADLINE_S):
@@ -182,6 +184,7 @@ async def test_client_credentials_from_config_need_no_person(world: OAuthWorld) 
     assert stats["authorization_code"] == 0
 
 
+@pytest.mark.slow
 async def test_no_token_or_secret_reaches_the_logs(short_world: OAuthWorld, caplog: pytest.LogCaptureFixture) -> None:
     world = short_world
     caplog.set_level(logging.DEBUG)

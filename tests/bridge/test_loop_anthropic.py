@@ -18,6 +18,7 @@ from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 pytestmark = [pytest.mark.anyio, pytest.mark.network]
 
 
+@pytest.mark.slow
 async def test_a_tool_round_trip_over_the_messages_api(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("the answer is 42\n", encoding="utf-8")
     config = Config(servers=(BuiltinServerConfig(name="ws", builtin="workspace", root=tmp_path),))

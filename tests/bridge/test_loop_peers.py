@@ -64,6 +64,7 @@ async def test_everything_parallel_calls_and_roots(store: StateStore, tmp_path: 
     assert all(rule.is_valid(t["function"]["name"]) for t in llm.requests[0]["tools"])
 
 
+@pytest.mark.slow
 async def test_a_sampling_request_is_shown_approved_and_answered_by_the_model(store: StateStore) -> None:
     shown: list[types.CreateMessageRequestParams] = []
 
@@ -93,6 +94,7 @@ async def test_a_sampling_request_is_shown_approved_and_answered_by_the_model(st
     assert "Autumn moonlight" in tool_messages(llm.requests[2])[0]
 
 
+@pytest.mark.slow
 async def test_without_an_approver_sampling_is_declined_and_elicitation_too(store: StateStore) -> None:
     script = [
         Reply(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-pytestmark = [pytest.mark.subprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
 MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 PROMPT = "you>"

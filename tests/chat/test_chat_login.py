@@ -78,6 +78,7 @@ def output(chat: ChatState) -> str:
     return file.getvalue()
 
 
+@pytest.mark.slow
 async def test_login_in_the_chat_reconnects_a_server_that_needs_auth(chat: ChatState, world: OAuthWorld) -> None:
     with anyio.fail_after(DEADLINE_S):
         with pytest.raises(AuthRequired):

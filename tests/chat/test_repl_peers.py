@@ -13,7 +13,7 @@ import pytest
 from tests.fixtures.scripted_llm import Reply, ScriptedLLM
 from tests.peers.fixtures import stdio_command
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network, pytest.mark.peers]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.network, pytest.mark.peers]
 
 MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 

@@ -59,6 +59,7 @@ def command(child: pexpect.spawn, line: str, *expected: str) -> None:
     child.expect(PROMPT)
 
 
+@pytest.mark.slow
 def test_slash_commands_work_without_a_model(chat: pexpect.spawn, workdir: Path) -> None:
     command(chat, "/help", "List the slash commands", "/mcp tools [server]", "/save FILE")
     command(chat, "/mcp", "workspace", "connected")
@@ -73,6 +74,7 @@ def test_slash_commands_work_without_a_model(chat: pexpect.spawn, workdir: Path)
     assert "/mcp tools workspace" in history.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_call_that_needs_approval_is_asked_inline(chat: pexpect.spawn, workdir: Path) -> None:
     chat.send('/call workspace:write_file {"path": "out.txt", "content": "hi"}\r')
     chat.expect_exact("approval needed")
@@ -89,6 +91,7 @@ def test_a_call_that_needs_approval_is_asked_inline(chat: pexpect.spawn, workdir
     assert not (workdir / "no.txt").exists()
 
 
+@pytest.mark.slow
 def test_a_model_turn_shows_tool_calls_and_the_answer(workdir: Path) -> None:
     script = [Reply(tool_calls=[Call("workspace__read_file", {"path": "notes.txt"})]), Reply("The answer is **42**.")]
     with ScriptedLLM(script) as llm:
@@ -102,6 +105,7 @@ def test_a_model_turn_shows_tool_calls_and_the_answer(workdir: Path) -> None:
     assert llm.requests[1]["messages"][-1]["content"].startswith("the answer is 42")
 
 
+@pytest.mark.slow
 def test_ctrl_c_interrupts_a_tool_call_and_the_chat_goes_on(workdir: Path) -> None:
     script = [Reply(tool_calls=[Call("workspace__execute_shell", {"command": "sleep 30"})]), Reply("after")]
     with ScriptedLLM(script) as llm:

@@ -87,6 +87,7 @@ def test_run_with_a_low_tool_threshold_sends_only_search_tools(
     assert "tokens: 20 in, 10 out" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_ctrl_c_stops_run_with_exit_130_and_the_tool_command_ends(workdir: Path) -> None:
     (workdir / "mcpmux.yaml").write_text(

@@ -199,6 +199,7 @@ def test_usage_errors_are_value_errors() -> None:
     assert issubclass(slash_handlers.UsageError, ValueError)
 
 
+@pytest.mark.slow
 async def test_approve_shows_high_scanner_findings_and_approves_only_with_yes(tmp_path: Path) -> None:
     import sys
 

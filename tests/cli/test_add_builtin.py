@@ -44,6 +44,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_add_builtin_writes_one_entry_and_the_builtin_serves_calls(project: Path) -> None:
     added = mcpmux("add", "workspace", "--builtin")
     assert added.returncode == 0, added.stderr

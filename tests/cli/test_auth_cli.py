@@ -46,6 +46,7 @@ async def read_url(stream: anyio.abc.ByteReceiveStream) -> str:
     return "http://" + seen.partition(b"http://")[2].split(b"\n", 1)[0].decode().strip()
 
 
+@pytest.mark.slow
 async def test_a_headless_login_by_pasting_the_address_then_status_call_and_logout(tmp_path: Path) -> None:
     with oauth_world() as world:
         config = write_config(tmp_path, world.mcp_url)

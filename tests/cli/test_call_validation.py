@@ -21,7 +21,7 @@ from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 from tests.gateway.serving import mcpmux, serve
 from tests.peers.fixtures import stdio_command
 
-pytestmark = [pytest.mark.peers, pytest.mark.subprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.subprocess]
 
 
 def write_config(root: Path, *, validate: bool = True) -> Path:

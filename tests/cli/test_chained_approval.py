@@ -17,7 +17,7 @@ import pytest
 from tests.gateway.serving import isolated_env
 from tests.peers.fixtures import stdio_command
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.peers]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.peers]
 
 MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 CALL_TIMEOUT_S = 120

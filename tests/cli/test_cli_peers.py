@@ -43,30 +43,35 @@ def mcpmux(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MCPMUX, *args], capture_output=True, text=True, timeout=timeout, env=os.environ, check=False)
 
 
+@pytest.mark.slow
 def test_call_prints_the_result_and_exits_0(project: Path) -> None:
     run = mcpmux("call", "time:get_current_time", '{"timezone": "UTC"}')
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["timezone"] == "UTC"
 
 
+@pytest.mark.slow
 def test_call_json_is_the_wire_result(project: Path) -> None:
     run = mcpmux("call", "everything:get-sum", '{"a": 2, "b": 3}', "--json")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["content"][0]["text"].endswith("5.")
 
 
+@pytest.mark.slow
 def test_a_tool_reporting_an_error_exits_1(project: Path) -> None:
     run = mcpmux("call", "time:get_current_time", '{"timezone": "Not/AZone"}')
     assert run.returncode == 1
     assert "Invalid timezone" in run.stdout and "reported an error" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_timeout_exits_3_with_a_hint(project: Path) -> None:
     run = mcpmux("call", "everything:trigger-long-running-operation", '{"duration": 5, "steps": 5}', "--timeout", "0.5")
     assert run.returncode == 3
     assert "timed out after 0.5 s" in run.stderr and "hint:" in run.stderr
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_exits_3_with_its_evidence(project: Path) -> None:
     run = mcpmux("test", "broken")
     assert run.returncode == 3
@@ -76,6 +81,7 @@ def test_an_unreachable_server_exits_3_with_its_evidence(project: Path) -> None:
     assert "boom on stderr" in crashed.stderr
 
 
+@pytest.mark.slow
 def test_an_unknown_tool_is_a_usage_error_with_suggestions(project: Path) -> None:
     run = mcpmux("call", "time:get_curent_time")
     assert run.returncode == 2
@@ -88,6 +94,7 @@ def test_bad_arguments_are_a_usage_error(project: Path) -> None:
     assert mcpmux("tools", "no-such-server").returncode == 2
 
 
+@pytest.mark.slow
 def test_test_reports_protocol_counts_and_timings(project: Path) -> None:
     run = mcpmux("test", "everything", "--json")
     assert run.returncode == 0, run.stderr
@@ -97,6 +104,7 @@ def test_test_reports_protocol_counts_and_timings(project: Path) -> None:
     assert report["timings_ms"]["connect"] > 0
 
 
+@pytest.mark.slow
 def test_list_reports_every_server_with_state_and_reason(project: Path) -> None:
     run = mcpmux("list", "--json")
     assert run.returncode == 0, run.stderr
@@ -108,6 +116,7 @@ def test_list_reports_every_server_with_state_and_reason(project: Path) -> None:
     assert rows["crashing"]["state"] == "failed" and "boom on stderr" in rows["crashing"]["reason"]
 
 
+@pytest.mark.slow
 def test_tools_resources_prompts_read_and_prompt(project: Path) -> None:
     tools = json.loads(mcpmux("tools", "everything", "--json").stdout)
     assert {"everything:echo", "everything:read_resource", "everything:get_prompt"} <= {t["name"] for t in tools}
@@ -119,6 +128,7 @@ def test_tools_resources_prompts_read_and_prompt(project: Path) -> None:
     assert prompt.returncode == 0 and "Lisbon" in prompt.stdout
 
 
+@pytest.mark.slow
 def test_show_masks_secrets_and_lists_the_child_environment(project: Path) -> None:
     run = mcpmux("show", "time", "--json")
     assert run.returncode == 0, run.stderr
@@ -128,12 +138,14 @@ def test_show_masks_secrets_and_lists_the_child_environment(project: Path) -> No
     assert data["status"]["state"] == "connected" and data["tools"] == ["time:get_current_time", "time:convert_time"]
 
 
+@pytest.mark.slow
 def test_logs_show_a_servers_stderr(project: Path) -> None:
     mcpmux("test", "crashing")
     run = mcpmux("logs", "crashing")
     assert run.returncode == 0 and "boom on stderr" in run.stdout
 
 
+@pytest.mark.slow
 def test_refresh_fills_the_catalog_that_lazy_servers_are_listed_from(project: Path) -> None:
     config = project / "mcpmux.yaml"
     config.write_text(config.read_text().replace("  settings: {", "  settings: {lazy: true, "), encoding="utf-8")
@@ -144,6 +156,7 @@ def test_refresh_fills_the_catalog_that_lazy_servers_are_listed_from(project: Pa
     assert (time_row["state"], time_row["pid"], time_row["tools"]) == ("configured", None, 2)
 
 
+@pytest.mark.slow
 def test_secrets_never_reach_the_logs_even_verbose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("API_TOKEN", "tok-9f8e7d6c5b4a3210")

@@ -71,6 +71,7 @@ def needs_auth_url() -> Iterator[str]:
 # -- unusable servers ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tools_of_a_crashing_server_exits_3_and_says_why(project: Path) -> None:
     # Default retries: after its first attempt the server is `degraded`, retrying.
     write_config(
@@ -82,6 +83,7 @@ def test_tools_of_a_crashing_server_exits_3_and_says_why(project: Path) -> None:
     assert "0 tools" not in run.stderr + run.stdout
 
 
+@pytest.mark.slow
 def test_tools_of_every_server_warns_about_one_that_is_not_usable(project: Path) -> None:
     write_config(
         project,
@@ -94,6 +96,7 @@ def test_tools_of_every_server_warns_about_one_that_is_not_usable(project: Path)
     assert run.stderr.count("warning: server 'crashing' is degraded") == 1 and "boom" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_server_that_needs_authentication_exits_4_for_tools_and_call(project: Path, needs_auth_url: str) -> None:
     write_config(project, f"    - {{name: api, type: http, url: '{needs_auth_url}'}}\n")
     for args in (("tools", "api"), ("call", "api:anything", "a=1"), ("--json", "call", "api:anything")):
@@ -102,6 +105,7 @@ def test_a_server_that_needs_authentication_exits_4_for_tools_and_call(project: 
         assert "HTTP 401" in run.stderr and "hint:" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_warning_of_the_configuration_is_printed_once(project: Path) -> None:
     (project / "claude.json").write_text(
         '{"mcpServers": {"ws": {"command": "true", "unknownKey": 1}}}', encoding="utf-8"
@@ -123,6 +127,7 @@ def test_run_checks_the_model_settings_before_any_server_starts(project: Path) -
     assert not (project / "STARTED").exists()
 
 
+@pytest.mark.slow
 def test_an_unreachable_model_endpoint_is_named_with_what_to_check(project: Path) -> None:
     write_config(project, "    - {name: workspace, type: builtin, root: .}\n")
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
@@ -153,6 +158,7 @@ def _read_pty(fd: int, process: subprocess.Popen[bytes]) -> bytes:
     return seen
 
 
+@pytest.mark.slow
 def test_progress_names_the_pending_server_on_a_terminal_and_nothing_when_piped(project: Path) -> None:
     slow = "['-c', 'sleep 2; exec \"$0\" builtin workspace', " + repr(MCPMUX) + "]"
     write_config(project, f"    - {{name: slow, type: stdio, command: sh, args: {slow}}}\n")
@@ -177,6 +183,7 @@ def test_progress_names_the_pending_server_on_a_terminal_and_nothing_when_piped(
     assert piped.returncode == 0 and "connecting" not in piped.stderr
 
 
+@pytest.mark.slow
 def test_bash_completes_a_tool_name_past_the_colon(project: Path) -> None:
     write_config(project, "    - {name: filesystem, type: builtin, builtin: workspace, root: .}\n")
     assert mcpmux("refresh").returncode == 0  # the catalog that completion reads

@@ -65,6 +65,7 @@ def test_add_refuses_a_connect_timeout_that_is_not_a_duration(tmp_path: Path, mo
     assert code == 2 and "not a duration" in err
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize("argv", [["call", "pkg:echo", "{}"], ["test", "pkg"]])
 def test_a_slow_npx_start_is_reported_with_the_setting_to_raise_and_the_first_download(

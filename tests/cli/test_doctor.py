@@ -48,6 +48,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.peers
 @pytest.mark.subprocess
 def test_a_healthy_setup_exits_0_with_the_documented_schema(project: Path) -> None:
@@ -66,6 +67,7 @@ def test_a_healthy_setup_exits_0_with_the_documented_schema(project: Path) -> No
     assert [f["path"] for f in report["config_files"] if f["exists"]] == [str(project / "mcpmux.yaml")]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_missing_command_fails_with_where_the_runtimes_are(project: Path) -> None:
     _write(project, "    - {name: ghost, command: ghost-mcp-server-not-installed}\n")
@@ -77,6 +79,7 @@ def test_a_missing_command_fails_with_where_the_runtimes_are(project: Path) -> N
         assert "npx" in problem["hint"] and "python" in problem["hint"]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_config_problems_are_listed_per_file(project: Path) -> None:
     _write(project, "    - {name: bad, type: stdio, comand: x}\n")
@@ -87,6 +90,7 @@ def test_config_problems_are_listed_per_file(project: Path) -> None:
     assert any(f["check"] == "config" and f["severity"] == "error" for f in report["findings"])
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_crashing_server_is_a_connect_failure(project: Path) -> None:
     _write(project, "    - {name: crash, command: sh, args: ['-c', 'echo boom >&2; exit 3']}\n")
@@ -173,6 +177,7 @@ def test_http_401_is_an_auth_finding_with_a_header_hint(project: Path) -> None:
     assert report["ok"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_cold_npx_start_slower_than_the_connect_timeout_gets_the_cache_hint(project: Path) -> None:
     npx = project / "npx"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-pytestmark = [pytest.mark.subprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
 MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 CHANGING = str(Path(__file__).parents[1] / "fixtures" / "changing_server.py")

@@ -57,6 +57,7 @@ async def test_opening_a_server_with_an_unset_variable_starts_nothing(project: P
             pytest.fail("the transport opened")
 
 
+@pytest.mark.slow
 @pytest.mark.peers
 @pytest.mark.subprocess
 def test_commands_for_other_servers_work_and_the_user_sees_which_variable(project: Path) -> None:

@@ -85,6 +85,7 @@ def run_suite(out: Path, *selection: str, run: Run = RUNS["0.1.16"]) -> subproce
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S, check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.peers
 @pytest.mark.subprocess
 @pytest.mark.network

@@ -80,6 +80,7 @@ async def test_every_outcome_of_a_call_is_an_envelope(tmp_path: Path, store: Sta
             assert (caught.value.code, caught.value.data) == (-32042, {"fixture": "rejecting"})
 
 
+@pytest.mark.slow
 async def test_a_servers_json_rpc_error_code_reaches_a_gateway_client(tmp_path: Path) -> None:
     path = tmp_path / "mcpmux.json"
     entry = {"name": "rj", "type": "stdio", "command": sys.executable, "args": [REJECTING]}

@@ -96,6 +96,7 @@ def _text(result: types.CallToolResult) -> str:
     return view.text
 
 
+@pytest.mark.slow
 async def test_server_everything_works_end_to_end(everything: ServerConfig) -> None:
     recorded = Recorded()
     steps: list[float] = []

@@ -71,6 +71,7 @@ async def test_a_missing_command_is_command_not_found() -> None:
             pass
 
 
+@pytest.mark.slow
 async def test_a_child_that_never_answers_fails_the_connect_deadline() -> None:
     started = time.perf_counter()
     with anyio.fail_after(10), pytest.raises(MCPTimeoutError) as caught:

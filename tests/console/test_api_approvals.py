@@ -26,7 +26,7 @@ from tests.console.serving import create_tokens, write_console_config
 from tests.gateway.serving import MCPMUX, isolated_env
 from tests.peers.fixtures import stop_process_group
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.network]
 
 START_TIMEOUT_S = 30.0
 WAIT_S = 60.0

@@ -32,6 +32,7 @@ playwright = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
+    pytest.mark.xdist_group(__name__),
     pytest.mark.subprocess,
     pytest.mark.network,
     pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (scripts/install-peers)"),
@@ -93,6 +94,7 @@ def _shot(tab: object, name: str) -> None:
     tab.screenshot(path=str(SCREENSHOTS / f"{name}.png"), type="png")  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_sign_in_shows_every_server_and_its_state(page: object) -> None:
     expect = playwright.expect
     expect(page.locator('tr[data-server="everything"] [data-state]')).to_have_text("connected")  # type: ignore[attr-defined]
@@ -210,6 +212,7 @@ AXE_PAGES = ["/ui/login", "/ui/servers", "/ui/servers/everything", "/ui/tools", 
              "/ui/resources", "/ui/prompts", "/ui/approvals", "/ui/audit", "/ui/sources"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_axe_finds_no_serious_or_critical_violation(browser: object, served: Console) -> None:
     # axe is injected as a script: the page's own CSP (no inline script) would refuse it.
     context = browser.new_context(bypass_csp=True)  # type: ignore[attr-defined]

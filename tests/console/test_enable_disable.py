@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.console.serving import Console, console, write_console_config
 from tests.gateway.serving import mcpmux
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network, pytest.mark.anyio]
+pytestmark = [pytest.mark.xdist_group(__name__), pytest.mark.subprocess, pytest.mark.network, pytest.mark.anyio]
 
 WAIT_S = 60
 
@@ -123,6 +123,7 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
 
+@pytest.mark.slow
 async def test_an_admin_disables_a_server_in_the_console_and_a_connected_client_sees_it_go_and_come_back(
     served: Console,
 ) -> None:

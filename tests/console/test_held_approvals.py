@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.console.serving import Console, console, write_console_config
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network, pytest.mark.anyio]
+pytestmark = [pytest.mark.xdist_group(__name__), pytest.mark.subprocess, pytest.mark.network, pytest.mark.anyio]
 
 WAIT_S = 60
 
@@ -82,6 +82,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> object:
         yield running
 
 
+@pytest.mark.slow
 async def test_an_approved_call_reaches_its_waiting_client_at_once(served: Console) -> None:
     result, html = await _answer(served, "yes")
     assert not result.is_error
@@ -97,6 +98,7 @@ async def test_a_denied_call_gets_a_refusal(served: Console) -> None:
     assert "not approved" in text
 
 
+@pytest.mark.slow
 async def test_no_answer_in_time_denies(tmp_path: Path) -> None:
     config = write_console_config(tmp_path, ("everything",), require_approval=["everything:get-sum"],
                                   gateway_approvers={"console_timeout_s": 1})  # fmt: skip

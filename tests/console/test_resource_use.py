@@ -15,7 +15,7 @@ import pytest
 
 from tests.console.serving import console, write_console_config
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.network]
 
 WAIT_S = 60.0
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.console.serving import console, write_console_config
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.network]
 
 
 def test_an_openapi_source_is_added_synced_and_its_tools_called(tmp_path: Path, httpbin: str) -> None:

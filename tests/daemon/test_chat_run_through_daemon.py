@@ -20,7 +20,7 @@ from tests.daemon.conftest import Daemon, daemon_processes
 from tests.daemon.test_daemon_lifecycle import _counter, _write_config
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.network, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.network, pytest.mark.timeout(600)]
 
 WAIT_S = 180.0
 

@@ -11,7 +11,7 @@ import pytest
 from tests.daemon.conftest import Daemon, cli
 from tests.peers.fixtures import stdio_command
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.timeout(600)]
 
 
 def _config(tmp_path: Path) -> Path:

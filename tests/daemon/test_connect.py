@@ -64,6 +64,7 @@ async def _bump(session: ClientSession, tool: str = "bump") -> int:
     return int(text.partition(" ")[0])
 
 
+@pytest.mark.slow
 def test_two_host_sessions_share_one_warm_instance_through_connect(daemon: Daemon, project: Path) -> None:
     daemon.env["MCPMUX_DAEMON"] = "on"  # no silent fallback to a server of its own
     daemon.start("--linger", "600")
@@ -83,6 +84,7 @@ def test_two_host_sessions_share_one_warm_instance_through_connect(daemon: Daemo
     assert len(daemon.server_pids()) == 1
 
 
+@pytest.mark.slow
 def test_connect_all_serves_every_server_under_gateway_names(daemon: Daemon, project: Path) -> None:
     daemon.env["MCPMUX_DAEMON"] = "on"
     daemon.start("--linger", "600")
@@ -108,6 +110,7 @@ def test_connect_without_a_daemon_serves_the_server_itself(daemon: Daemon, proje
     assert daemon.status() is None
 
 
+@pytest.mark.slow
 def test_connect_exits_3_with_one_line_when_the_daemon_is_killed(daemon: Daemon, project: Path) -> None:
     process = daemon.start("--linger", "600")
     shim = subprocess.Popen(

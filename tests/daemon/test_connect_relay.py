@@ -28,7 +28,7 @@ from tests.daemon.conftest import Daemon, cli
 from tests.daemon.test_daemon_lifecycle import _counter, _write_config
 from tests.peers.fixtures import stdio_command
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.timeout(600)]
 
 WAIT_S = 120.0
 BIG = 5 * 1024 * 1024

@@ -50,6 +50,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_two_daemons_racing_to_start_one_serves_and_the_other_exits_0_naming_it(daemon: Daemon) -> None:
     first, second = daemon.spawn("--linger", "600"), daemon.spawn("--linger", "600")
     daemon.wait_for(lambda: first.poll() is not None or second.poll() is not None, "one daemon to give way")
@@ -63,6 +64,7 @@ def test_two_daemons_racing_to_start_one_serves_and_the_other_exits_0_naming_it(
     assert f"already serves {daemon.socket} (pid {serving})" in daemon.log.read_text()
 
 
+@pytest.mark.slow
 def test_start_status_stop_and_the_socket_is_private(daemon: Daemon) -> None:
     code, out, _ = cli("daemon", "status")
     assert (code, "not running" in out) == (3, True)
@@ -82,6 +84,7 @@ def test_start_status_stop_and_the_socket_is_private(daemon: Daemon) -> None:
     assert cli("daemon", "stop")[1].startswith("mcpmux daemon: not running")
 
 
+@pytest.mark.slow
 def test_an_idle_server_is_stopped_and_the_next_call_starts_it_again(daemon: Daemon, project: Path) -> None:
     _write_config(project, _counter("counter", idle_timeout_s=0.5))
     daemon.start("--linger", "600")
@@ -92,6 +95,7 @@ def test_an_idle_server_is_stopped_and_the_next_call_starts_it_again(daemon: Dae
     assert (count, again != pid) == (1, True)
 
 
+@pytest.mark.slow
 def test_the_daemon_stops_itself_with_no_client_and_no_server(daemon: Daemon, project: Path) -> None:
     _write_config(project, _counter("counter", idle_timeout_s=0.3))
     process = daemon.start("--linger", "5")  # long enough for the call below to arrive first
@@ -100,6 +104,7 @@ def test_the_daemon_stops_itself_with_no_client_and_no_server(daemon: Daemon, pr
     assert process.returncode == 0 and not daemon.socket.exists()
 
 
+@pytest.mark.slow
 def test_a_changed_entry_gets_a_new_instance_and_the_others_keep_running(daemon: Daemon, project: Path) -> None:
     _write_config(project, _counter("a", env={"V": "1"}), _counter("b"))
     daemon.start("--linger", "600")
@@ -114,6 +119,7 @@ def test_a_changed_entry_gets_a_new_instance_and_the_others_keep_running(daemon:
     assert sorted(s["server"] for s in status["servers"]) == ["a", "b"]  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_per_client_server_never_sees_another_clients_state(daemon: Daemon, project: Path) -> None:
     _write_config(project, _counter("shared"), _counter("mine", share="per-client"))
     daemon.start("--linger", "600")
@@ -124,6 +130,7 @@ def test_a_per_client_server_never_sees_another_clients_state(daemon: Daemon, pr
     daemon.wait_for(lambda: all(_gone(pid) for _, pid in counts), "per-client instances to stop with their client")
 
 
+@pytest.mark.slow
 def test_a_per_call_server_is_started_by_the_command_itself(daemon: Daemon, project: Path) -> None:
     _write_config(project, _counter("transient", share="per-call"))
     daemon.start("--linger", "600")
@@ -132,6 +139,7 @@ def test_a_per_call_server_is_started_by_the_command_itself(daemon: Daemon, proj
     assert daemon.server_pids() == {}
 
 
+@pytest.mark.slow
 def test_a_killed_daemon_takes_its_children_and_the_next_command_starts_a_new_one(
     daemon: Daemon, project: Path
 ) -> None:
@@ -164,6 +172,7 @@ def test_without_a_usable_daemon_auto_falls_back_and_forced_is_a_clear_error(dae
     assert not daemon.socket.exists()
 
 
+@pytest.mark.slow
 def test_the_audit_row_names_the_client_process(daemon: Daemon, project: Path) -> None:
     _write_config(project, _counter("counter"))
     daemon.start("--linger", "600")

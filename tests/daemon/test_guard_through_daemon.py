@@ -10,7 +10,7 @@ import pytest
 from tests.daemon.conftest import Daemon, cli
 from tests.daemon.test_daemon_lifecycle import _counter
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.timeout(300)]
 
 
 def test_require_approval_refuses_and_yes_approves_the_same_with_and_without_the_daemon(

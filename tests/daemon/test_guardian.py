@@ -23,6 +23,7 @@ from tests.daemon.conftest import Daemon, cli
 from tests.daemon.test_daemon_lifecycle import _bump, _counter, _gone, _write_config
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.subprocess,
     pytest.mark.timeout(300),
     pytest.mark.skipif(not AVAILABLE, reason="the guardian is a Linux child subreaper"),

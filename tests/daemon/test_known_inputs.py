@@ -19,7 +19,7 @@ import pytest
 from tests.daemon.conftest import Daemon, cli
 from tests.daemon.test_daemon_lifecycle import _counter, _gone, _write_config
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.timeout(600)]
 
 WAIT_S = 120.0
 HEAVY = ("pydantic", "mcpmux.config.models", "mcp.client.session", "mcpmux.manager", "mcpmux.policy.guard")

@@ -26,7 +26,13 @@ from tests.auth.world import OAuthWorld, oauth_world, scripted_browser
 from tests.daemon.conftest import Daemon, cli
 from tests.daemon.test_daemon_lifecycle import _counter
 
-pytestmark = [pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.peers,
+    pytest.mark.subprocess,
+    pytest.mark.network,
+    pytest.mark.timeout(600),
+]
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(600)]
 WAIT_S = 180.0
 
 
+@pytest.mark.slow
 def test_a_command_starts_the_daemon_on_demand_and_the_next_one_finds_it_warm(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -35,6 +36,7 @@ def test_a_command_starts_the_daemon_on_demand_and_the_next_one_finds_it_warm(
     assert len(daemon_processes(daemon.runtime)) == 1
 
 
+@pytest.mark.slow
 def test_two_commands_starting_it_at_once_get_one_daemon(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -69,6 +71,7 @@ def test_a_socket_that_is_not_this_users_alone_is_never_replaced(
     assert daemon.socket.read_bytes() == b""
 
 
+@pytest.mark.slow
 def test_auto_starts_the_daemon_for_a_connect_session_not_for_a_one_shot_command(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -44,6 +44,7 @@ def _probe(daemon: Daemon, cwd: Path, *args: str) -> tuple[int, str, list[str]]:
     return done.returncode, done.stdout, [m for m in loaded.removeprefix("LOADED ").split(",") if m]
 
 
+@pytest.mark.slow
 def test_a_warm_call_loads_neither_the_sdk_nor_the_manager_and_prints_the_same(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,6 +71,7 @@ def test_a_warm_call_loads_neither_the_sdk_nor_the_manager_and_prints_the_same(
     assert any(r["face"] == "daemon" and "pid" in (r.get("caller") or "") for r in rows), rows
 
 
+@pytest.mark.slow
 def test_yes_answers_the_daemons_approval_on_the_thin_path(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -92,6 +94,7 @@ def test_yes_answers_the_daemons_approval_on_the_thin_path(
     assert cli("--daemon", "call", "counter:bump")[:2] == cli("--no-daemon", "call", "counter:bump")[:2] == (1, "")
 
 
+@pytest.mark.slow
 def test_the_daemons_timeout_is_reported_with_its_exit_code(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,6 +109,7 @@ def test_the_daemons_timeout_is_reported_with_its_exit_code(
     assert code_direct == 3, err_direct
 
 
+@pytest.mark.slow
 def test_a_daemon_killed_during_a_thin_call_is_exit_3_and_the_call_is_not_repeated(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -158,6 +162,7 @@ def _everything(directory: Path, **extra: object) -> None:
     (directory / "mcpmux.yaml").write_text(json.dumps({"mcp": mcp}), encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_tools_of_a_warm_server_take_the_thin_path_and_print_the_same(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -184,6 +189,7 @@ def test_tools_of_a_warm_server_take_the_thin_path_and_print_the_same(
         assert _probe(daemon, tmp_path, "--daemon", *args)[:2] == cli("--no-daemon", *args)[:2]
 
 
+@pytest.mark.slow
 def test_a_rule_written_with_a_servers_own_prefix_holds_on_the_thin_path(
     daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

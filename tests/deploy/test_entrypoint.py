@@ -194,6 +194,7 @@ def test_a_missing_or_template_setting_is_refused_before_mcpmux_starts(
     assert not argv_file.exists()
 
 
+@pytest.mark.slow
 def test_init_token_creates_one_token_into_a_private_file_and_prints_it_nowhere(tmp_path: Path) -> None:
     real = Path(sys.executable).parent  # the real mcpmux of this venv
     env = {"PATH": f"{real}:/usr/bin:/bin", "HOME": str(tmp_path), "MCPMUX_DB": f"sqlite:///{tmp_path / 'state.db'}"}

@@ -18,7 +18,7 @@ import pytest
 
 from tests.deploy.stack import CALL_TIMEOUT_S, REPLICAS, START_TIMEOUT_S, call_echo, running_stack
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.network, pytest.mark.peers]
+pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.network, pytest.mark.peers]
 
 
 async def test_three_replicas_from_the_entrypoint_serve_clients_through_the_shipped_nginx(tmp_path: Path) -> None:

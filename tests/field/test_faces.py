@@ -36,6 +36,7 @@ def test_at_least_twenty_distinct_servers_from_both_registries_languages_and_gen
     assert {"TS 1.x", "TS 2.x", "Py 1.x", "Py 2.x"} <= generations
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("server", "face"), _cases())
 def test_field_server_face(server: FieldServer, face: str, field_outcome: FieldOutcome) -> None:
     result = field_outcome(server)[face]

@@ -33,7 +33,13 @@ from tests.field.processes import FIELD_MARKER, Listener, start_listener
 from tests.field.servers import field_venv_bin, npm_entry
 from tests.peers.fixtures import everything_js, gunicorn, node22, peers_dir, stop_process_group
 
-pytestmark = [pytest.mark.field, pytest.mark.subprocess, pytest.mark.network, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.field,
+    pytest.mark.subprocess,
+    pytest.mark.network,
+    pytest.mark.timeout(300),
+]
 
 Transport = Literal["stdio", "http"]
 STEP_TIMEOUT_S = 90.0

@@ -30,7 +30,7 @@ from tests.field.faces import mcpmux_argv, write_config
 from tests.field.processes import FIELD_MARKER
 from tests.field.servers import field_venv_bin
 
-pytestmark = [pytest.mark.field, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.slow, pytest.mark.field, pytest.mark.subprocess, pytest.mark.network]
 
 CALL_TIMEOUT_S = 120
 

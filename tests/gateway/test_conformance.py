@@ -17,7 +17,7 @@ import pytest
 from tests.gateway.serving import listening, serve
 from tests.peers.fixtures import conformance_2026_cli, conformance_cli, free_port, loopback_env
 
-pytestmark = [pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
 
 FIXTURE = str(Path(__file__).with_name("conformance_fixture.py"))
 SUITE_TIMEOUT_S = 120

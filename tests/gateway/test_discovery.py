@@ -179,6 +179,7 @@ def test_the_recorded_tool_sets_hold_50_reference_and_200_recorded_definitions_w
     assert {e["server"] for e in data["reference"]} == {"everything", "filesystem", "memory", "time", "git"}
 
 
+@pytest.mark.slow
 async def test_the_token_report_covers_every_mode_and_search_lists_far_less() -> None:
     bench = _bench()
     with anyio.fail_after(120):

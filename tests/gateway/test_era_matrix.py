@@ -36,7 +36,13 @@ from tests.gateway.era_upstream import NOTE_URI
 from tests.gateway.serving import MCPMUX, Serving, isolated_env, mcpmux, serve
 from tests.peers.fixtures import stop_process_group
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [
+    pytest.mark.xdist_group(__name__),
+    pytest.mark.slow,
+    pytest.mark.anyio,
+    pytest.mark.subprocess,
+    pytest.mark.network,
+]
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "eras.md"

@@ -164,6 +164,7 @@ async def test_answers_are_cached_and_concurrent_requests_with_one_token_share_o
     assert external.introspection is not None and external.introspection.calls == 1
 
 
+@pytest.mark.slow
 async def test_a_revoked_token_is_refused_once_its_cached_answer_is_older_than_the_ttl(world: OAuthWorld) -> None:
     external = introspecting(world, ttl_s=1.0)
     token = token_of(world, "robot")
@@ -176,6 +177,7 @@ async def test_a_revoked_token_is_refused_once_its_cached_answer_is_older_than_t
     assert status == 401
 
 
+@pytest.mark.slow
 async def test_an_expired_token_is_refused_even_while_the_ttl_would_still_trust_its_answer() -> None:
     with oauth_world(also_for=(GATEWAY,), opaque=True, access_ttl_s=2) as world:
         external = introspecting(world, ttl_s=3600.0)
@@ -211,6 +213,7 @@ async def call_time(url: str, token: str) -> types.CallToolResult:
         return await conn.call_tool("time__get_current_time", {"timezone": "UTC"})
 
 
+@pytest.mark.slow
 async def test_serve_http_admits_introspected_tokens_and_a_policy_rule_matches_a_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -299,6 +302,7 @@ async def calls_until_refused(conn: Connection) -> None:
         await anyio.sleep(0.1)
 
 
+@pytest.mark.slow
 async def test_the_websocket_face_admits_introspected_tokens_applies_their_groups_and_closes_on_revocation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

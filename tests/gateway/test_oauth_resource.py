@@ -123,6 +123,7 @@ async def test_tokens_that_are_not_for_this_gateway_are_refused_with_a_pointer_t
     }
 
 
+@pytest.mark.slow
 async def test_mcpmux_logs_in_to_a_gateway_that_accepts_its_issuers_tokens(tmp_path: Path) -> None:
     """Both directions, real processes: ``mcpmux serve --http --oauth-issuer`` in front, mcpmux's client
     (client credentials) discovering it from the 401, oidc-provider issuing a token for the gateway."""

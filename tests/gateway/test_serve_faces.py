@@ -46,6 +46,7 @@ def stdio_target(tmp_path: Path, config: Path) -> list[str]:
     return [arg for pair in pairs for arg in ("-e", pair)] + [MCPMUX, "serve", "--stdio"]
 
 
+@pytest.mark.slow
 def test_the_inspector_lists_and_calls_tools_over_stdio(tmp_path: Path) -> None:
     target = stdio_target(tmp_path, write_config(tmp_path, ("everything",)))
     listed = inspect(tmp_path, *target, "--method", "tools/list")
@@ -55,6 +56,7 @@ def test_the_inspector_lists_and_calls_tools_over_stdio(tmp_path: Path) -> None:
     assert called["result"]["content"][0]["text"] == "Echo: hello"  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_the_inspector_lists_and_calls_tools_over_http(tmp_path: Path) -> None:
     with serve(tmp_path, write_config(tmp_path, ("everything",)), "--http", "127.0.0.1:0") as serving:
         listed = inspect(tmp_path, serving.url, "--method", "tools/list")
@@ -80,6 +82,7 @@ async def test_another_mcpmux_uses_the_gateway_over_tcp_and_websocket(tmp_path: 
                     assert "UTC" in text(result)
 
 
+@pytest.mark.slow
 async def test_sigterm_lets_the_call_in_flight_finish_then_stops_the_upstreams(tmp_path: Path) -> None:
     with serve(tmp_path, write_config(tmp_path, ("everything",)), "--http", "127.0.0.1:0") as serving:
         children = psutil.Process(serving.process.pid).children(recursive=True)

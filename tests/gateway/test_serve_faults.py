@@ -61,6 +61,7 @@ def test_a_port_in_use_is_one_error_line_with_a_hint_and_exit_code_2(tmp_path: P
     assert lines[1].startswith("hint: choose another port") and len(lines) == 2, done.stderr
 
 
+@pytest.mark.slow
 async def test_stdio_answers_initialize_before_a_slow_upstream_and_announces_it_when_it_arrives(
     tmp_path: Path,
 ) -> None:

@@ -17,7 +17,13 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.gateway.serving import Serving, mcpmux, serve, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [
+    pytest.mark.xdist_group(__name__),
+    pytest.mark.anyio,
+    pytest.mark.peers,
+    pytest.mark.subprocess,
+    pytest.mark.network,
+]
 
 INIT = {
     "jsonrpc": "2.0",
@@ -173,6 +179,7 @@ def test_a_non_loopback_bind_without_a_token_is_refused(tmp_path: Path) -> None:
     assert "without auth" in result.stderr and "mcpmux token create" in result.stderr
 
 
+@pytest.mark.slow
 async def test_tokens_are_required_once_created_and_sessions_are_bound_to_them(tmp_path: Path) -> None:
     config = write_config(tmp_path, ("time",))
     alice = json.loads(mcpmux(tmp_path, config, "token", "create", "alice", "--json").stdout)["token"]
@@ -203,6 +210,7 @@ async def test_tokens_are_required_once_created_and_sessions_are_bound_to_them(t
         assert post(serving.url, body, Authorization=f"Bearer {alice}").status_code == 401
 
 
+@pytest.mark.slow
 async def test_json_responses_serve_calls_without_sse(tmp_path: Path) -> None:
     with serve(tmp_path, write_config(tmp_path, ("time",)), "--http", "127.0.0.1:0", "--json-response") as serving:
         opened = post(serving.url, json.dumps(INIT).encode())
@@ -234,6 +242,7 @@ async def test_a_resource_subscription_is_forwarded_and_updates_come_back(gatewa
     assert uri in seen
 
 
+@pytest.mark.slow
 async def test_approval_reaches_clients_of_both_eras_over_http(tmp_path: Path) -> None:
     asked: list[str] = []
 

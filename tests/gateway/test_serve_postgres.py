@@ -21,7 +21,7 @@ from tests.sources.conftest import postgres_server
 
 __all__ = ["postgres_server", "shared_database"]
 
-pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
 
 
 def config_on(root: Path, url: str) -> Path:

@@ -22,7 +22,13 @@ from tests.gateway.serving import MCPMUX, Serving, isolated_env, mcpmux, serve
 from tests.gateway.test_serve_http import INIT, MCP_HEADERS, _Streams
 from tests.peers.fixtures import inspector_cli, stdio_command
 
-pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
+pytestmark = [
+    pytest.mark.xdist_group(__name__),
+    pytest.mark.anyio,
+    pytest.mark.peers,
+    pytest.mark.subprocess,
+    pytest.mark.network,
+]
 
 TOOLSETS = {
     "clock": {"description": "time only", "tools": ["time:*"]},
@@ -90,6 +96,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serving, 
         yield serving, tokens
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_bound_token_lists_and_calls_its_toolset_at_its_path(
     served: tuple[Serving, dict[str, str]], mode: Any
@@ -209,6 +216,7 @@ async def test_serve_toolset_over_tcp_serves_only_that_toolset(tmp_path: Path) -
                 assert listed == {"up:search_tools", "up:call_tool", "up:everything__echo"}
 
 
+@pytest.mark.slow
 def test_token_create_refuses_an_unknown_toolset_and_serve_an_unknown_one(tmp_path: Path) -> None:
     config = toolset_config(tmp_path)
     created = mcpmux(tmp_path, config, "token", "create", "x", "--toolset", "nope")
@@ -218,6 +226,7 @@ def test_token_create_refuses_an_unknown_toolset_and_serve_an_unknown_one(tmp_pa
     assert served.returncode == 2 and "unknown toolset 'nope'" in served.stderr
 
 
+@pytest.mark.slow
 def test_token_list_shows_the_toolsets_of_each_token(tmp_path: Path) -> None:
     config = toolset_config(tmp_path)
     make_token(tmp_path, config, "ci", "kit", "clock")
@@ -238,6 +247,7 @@ def inspect(tmp_path: Path, *args: str) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_change_under_a_toolset_wakes_its_clients_at_their_path(tmp_path: Path, mode: Any) -> None:
     server = {"name": "changing", "type": "stdio", "command": sys.executable, "args": [str(CHANGING)]}

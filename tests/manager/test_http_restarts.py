@@ -84,6 +84,7 @@ def config_for(port: int) -> Config:
     return Config(servers=(server,), settings=SETTINGS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(UPSTREAMS))
 async def test_a_killed_upstream_fails_the_server_not_the_host_and_a_restart_reconnects(kind: str) -> None:
     port = free_port()

@@ -12,7 +12,7 @@ import pytest
 from mcpmux.config.models import Config, Settings, StdioServerConfig
 from mcpmux.manager import Manager, ServerState
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.subprocess]
 
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_server.py"
 SERVERS = 50

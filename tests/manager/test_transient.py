@@ -46,6 +46,7 @@ async def _until_parked(manager: Manager, name: str) -> None:
                 return
 
 
+@pytest.mark.slow
 async def test_a_transient_server_lists_then_stops_and_each_call_starts_it_for_that_call() -> None:
     mock = MockServer("tr").tool("echo", result="pong")
     async with _transient(mock, "tr") as server:
@@ -91,6 +92,7 @@ async def test_concurrent_calls_share_one_run_and_it_stops_after_the_last() -> N
                 assert sum(1 for t in history if t.state is ServerState.CONNECTED) == 2
 
 
+@pytest.mark.slow
 async def test_at_most_max_transient_servers_run_at_once() -> None:
     mocks = [MockServer(f"t{i}").tool("slow", result="ok").delay(0.3, tool="slow") for i in range(3)]
     async with _transient(mocks[0], "t0") as a, _transient(mocks[1], "t1") as b, _transient(mocks[2], "t2") as c:

@@ -53,6 +53,7 @@ async def test_the_usage_of_a_child_counts_its_descendants(store: StateStore) ->
     assert process_usage(status.pid) is None  # gone with the host
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.network
 def test_list_show_and_metrics_report_the_usage(tmp_path: Path) -> None:
@@ -83,6 +84,7 @@ def test_list_show_and_metrics_report_the_usage(tmp_path: Path) -> None:
     assert 'mcpmux_upstream_rss_bytes{server="workspace"}' not in metrics
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_child_past_max_rss_mb_is_restarted_with_the_reason_in_its_history(store: StateStore) -> None:
     command, args = stdio_command("everything")
@@ -108,6 +110,7 @@ def test_max_rss_mb_is_only_positive() -> None:
         StdioServerConfig(name="ev", command="x", max_rss_mb=0)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_child_that_stays_past_max_rss_mb_is_restarted_with_backoff_not_in_a_loop(store: StateStore) -> None:
     command, args = stdio_command("everything")

@@ -131,6 +131,7 @@ def test_the_conformance_cli_prints_its_version_and_scenarios() -> None:
     assert "tools_call" in scenarios.stdout
 
 
+@pytest.mark.slow
 def test_the_inspector_cli_lists_everything_tools_over_stdio(tmp_path: Path) -> None:
     target = [str(node22()), str(everything_js()), "stdio"]
     listed = subprocess.run(

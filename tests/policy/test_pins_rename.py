@@ -116,6 +116,7 @@ async def test_a_rename_with_a_small_edit_is_still_caught(store: StateStore) -> 
     assert held["fetch_notes"].startswith("renamed from read_notes (definition ") and "% alike)" in held["fetch_notes"]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("variant", "named"),
@@ -139,6 +140,7 @@ async def test_a_description_changed_only_in_invisible_characters_is_quarantined
     assert "<U+" in refused.value.diff  # the diff shows the code points, not an empty-looking change
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 async def test_unchanged_tools_keep_their_pin_hash_through_a_rename_next_to_them(store: StateStore) -> None:
     with anyio.fail_after(90):
@@ -190,6 +192,7 @@ def _mcpmux(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_the_cli_shows_a_rename_in_pins_and_approve(tmp_path: Path) -> None:
     _write_config(tmp_path, "base")
@@ -207,6 +210,7 @@ def test_the_cli_shows_a_rename_in_pins_and_approve(tmp_path: Path) -> None:
     assert _mcpmux(tmp_path, "call", "ch:fetch_notes", '{"path": "a"}').stdout.strip() == "fetched notes of a"
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_the_cli_shows_the_code_points_of_an_invisible_change(tmp_path: Path) -> None:
     _write_config(tmp_path, "base")

@@ -41,6 +41,7 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
         yield db
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.peers
 async def test_idempotent_results_are_kept_and_the_audit_says_hit_or_miss(store: StateStore) -> None:
@@ -84,6 +85,7 @@ async def test_force_caches_a_tool_without_the_hints_and_the_kept_result_is_serv
             assert host.cache.stats().get(("ev", "get-sum")) is None and len(sums) == 2  # not in `tools`
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.peers
 @pytest.mark.subprocess

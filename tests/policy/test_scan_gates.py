@@ -94,6 +94,7 @@ def test_a_case_insensitive_pattern_still_runs_on_text_that_is_not_ascii() -> No
     assert ("concealment", text) in [(hit.rule, hit.excerpt) for hit in rules.text_hits(text)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", PATTERNS, ids=lambda pattern: pattern.pattern[:30])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(data=st.data())

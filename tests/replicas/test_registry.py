@@ -8,7 +8,7 @@ import pytest
 from mcpmux.gateway.cluster import REREAD_S, Cluster, Replica, ReplicaOptions
 from mcpmux.policy import StateStore
 
-pytestmark = [pytest.mark.anyio, pytest.mark.network, pytest.mark.peers]
+pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.network, pytest.mark.peers]
 
 
 async def test_a_replica_that_joined_after_the_last_heartbeat_is_found_when_a_request_names_it(

@@ -61,6 +61,7 @@ def forwarded(bases: list[str], token: str) -> int:
     return sum(sum(dict(health(b, token)["replica"])["forwarded"].values()) for b in bases)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 async def test_clients_of_both_eras_hop_replicas_with_approval_and_sampling(
     tmp_path: Path, shared_database: str
 ) -> None:
@@ -112,6 +113,7 @@ async def test_clients_of_both_eras_hop_replicas_with_approval_and_sampling(
     assert sum(1 for r in rows if r["name"] == "time:get_current_time" and r["outcome"] == "ok") == 6
 
 
+@pytest.mark.slow
 def test_a_session_whose_replica_died_answers_404_and_a_new_one_works(tmp_path: Path, shared_database: str) -> None:
     config = replica_config(tmp_path, shared_database)
     with replicas(tmp_path, config, 2) as (first, second):
@@ -130,6 +132,7 @@ def test_a_session_whose_replica_died_answers_404_and_a_new_one_works(tmp_path: 
         assert reopened.status_code == 200 and reopened.headers["mcp-session-id"].startswith("r2~")
 
 
+@pytest.mark.slow
 def test_a_token_revoked_on_one_replica_is_refused_by_all_at_once(tmp_path: Path, shared_database: str) -> None:
     config = replica_config(tmp_path, shared_database)
     alice = mcpmux(tmp_path, config, "token", "create", "alice").stdout.strip()
@@ -159,6 +162,7 @@ def test_a_token_revoked_on_one_replica_is_refused_by_all_at_once(tmp_path: Path
         assert 'mcpmux_replica_info{replica="r3"' in metrics and "mcpmux_replica_listening 1" in metrics
 
 
+@pytest.mark.slow
 def test_a_replica_id_held_by_a_live_process_is_refused(tmp_path: Path, shared_database: str) -> None:
     config = replica_config(tmp_path, shared_database)
     port = free_port()
@@ -173,6 +177,7 @@ def test_a_replica_id_held_by_a_live_process_is_refused(tmp_path: Path, shared_d
         assert "replica id 'r1'" in twin.stderr and "another live replica holds it" in twin.stderr
 
 
+@pytest.mark.slow
 def test_a_replica_needs_postgresql(tmp_path: Path) -> None:
     config = replica_config(tmp_path, f"sqlite:///{tmp_path / 'state.db'}")
     result = mcpmux(tmp_path, config, "serve", "--http", "127.0.0.1:0", "--replica-id", "r1", "--advertise",
@@ -189,6 +194,7 @@ def test_advertise_must_be_an_http_url(tmp_path: Path) -> None:
 __all__ = ["serve"]
 
 
+@pytest.mark.slow
 async def test_an_approval_given_on_one_replica_releases_a_call_waiting_on_another(
     tmp_path: Path, shared_database: str
 ) -> None:
@@ -237,6 +243,7 @@ async def test_an_approval_given_on_one_replica_releases_a_call_waiting_on_anoth
     assert [(r["caller"], r["outcome"]) for r in rows] == [("token:agent", "ok")]
 
 
+@pytest.mark.slow
 def test_a_source_registered_anywhere_is_served_by_every_replica(tmp_path: Path, shared_database: str) -> None:
     config = replica_config(tmp_path, shared_database)
     command, args = stdio_command("time")
@@ -275,6 +282,7 @@ def stateless_post(url: str, message: dict[str, object]) -> str:
     return httpx.post(url, json={**message, "params": params}, headers=headers, timeout=30).text
 
 
+@pytest.mark.slow
 def test_a_console_session_is_served_whichever_replica_a_request_reaches(tmp_path: Path, shared_database: str) -> None:
     config = replica_config(tmp_path, shared_database)
     made = mcpmux(tmp_path, config, "token", "create", "admin", "--scope", "read", "--scope", "admin")
@@ -300,6 +308,7 @@ def test_a_console_session_is_served_whichever_replica_a_request_reaches(tmp_pat
         assert forwarded(bases, made.stdout.strip()) >= 4
 
 
+@pytest.mark.slow
 def test_a_server_disabled_on_one_replica_is_disabled_on_all_and_stays_so_after_a_restart(
     tmp_path: Path, shared_database: str
 ) -> None:

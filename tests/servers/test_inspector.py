@@ -66,6 +66,7 @@ def test_inspector_sees_a_traversal_refused_as_a_tool_error(root: Path, tmp_path
     assert "top secret" not in out
 
 
+@pytest.mark.slow
 def test_inspector_adds_and_searches_content(root: Path, tmp_path: Path) -> None:
     server = _server("content_store", root, "--database", str(tmp_path / "cs.db"))
     code, out, err = _inspector(

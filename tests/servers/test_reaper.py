@@ -106,6 +106,7 @@ def test_a_command_killed_by_sigkill_is_reported_so_not_as_a_crash() -> None:
     assert b"Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_guardian_sweeps_strays_on_request_then_ends_everything_politely_first(tmp_path: Path) -> None:
     script, out = tmp_path / "command.py", tmp_path / "pids"
     script.write_text(COMMAND, encoding="utf-8")
@@ -135,6 +136,7 @@ def test_a_guardian_sweeps_strays_on_request_then_ends_everything_politely_first
         _kill_all(pids)
 
 
+@pytest.mark.slow
 def test_a_guardian_forwards_a_signal_to_its_command_once(tmp_path: Path) -> None:
     script = tmp_path / "count.py"
     script.write_text(

@@ -14,7 +14,7 @@ import pytest
 
 from tests.gateway.serving import mcpmux
 
-pytestmark = [pytest.mark.subprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
 SERVER = Path(__file__).with_name("skills_server.py")
 SKILL = "skill://acme/pdf-processing/SKILL.md"

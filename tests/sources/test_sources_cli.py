@@ -10,7 +10,7 @@ import pytest
 from tests.gateway.serving import mcpmux
 from tests.peers.fixtures import stdio_command
 
-pytestmark = [pytest.mark.subprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
 SECRET = "cli-secret-value-42"
 

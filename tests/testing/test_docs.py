@@ -20,6 +20,7 @@ def test_the_page_has_its_examples() -> None:
     assert len(BLOCKS) == 7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(BLOCKS) - 1))
 def test_a_script_example_runs(index: int, tmp_path: Path) -> None:
     script = tmp_path / "example.py"
@@ -28,6 +29,7 @@ def test_a_script_example_runs(index: int, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_the_pytest_example_passes_with_no_conftest(tmp_path: Path) -> None:
     (tmp_path / "test_example.py").write_text(BLOCKS[-1])
     (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")

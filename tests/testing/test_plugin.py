@@ -79,6 +79,7 @@ async def test_price(mcpmux_manager, mcp_mock):
 """
 
 
+@pytest.mark.slow
 def test_a_project_without_conftest_gets_the_plugin_from_its_entry_point(tmp_path: Path) -> None:
     (tmp_path / "test_shop.py").write_text(textwrap.dedent(PROJECT_TEST))
     (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\naddopts = --strict-markers\n")

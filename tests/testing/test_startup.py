@@ -46,6 +46,7 @@ async def test_a_session_that_exits_on_start_fails_the_connect(transport: str) -
             pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["stdio", *IN_PROCESS])
 async def test_a_slow_start_outlasts_a_short_connect_deadline(transport: str) -> None:
     mock = echo().slow_start(600)

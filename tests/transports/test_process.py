@@ -181,6 +181,7 @@ async def test_the_stop_of_a_reporter_cancelled_with_the_session_still_reaps_the
     assert process.returncode == 0
 
 
+@pytest.mark.slow
 async def test_a_stop_kills_the_whole_process_group() -> None:
     grandchild_code = STUBBORN.replace("sys.stdin.read(); ", "")
     spawn = f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {grandchild_code!r}]); "

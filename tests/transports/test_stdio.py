@@ -304,6 +304,7 @@ async def test_a_grandchild_dies_with_the_connection_and_no_zombie_is_left() -> 
     assert not psutil.pid_exists(child), "the child was not reaped"
 
 
+@pytest.mark.slow
 async def test_a_child_ignoring_stdin_close_is_killed_within_bounds() -> None:
     config = StdioServerConfig(name="stubborn", command="sleep", args=("600",))
     start = time.monotonic()
@@ -370,6 +371,7 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts /proc/self/fd")
 async def test_200_open_close_cycles_leak_no_file_descriptor() -> None:
     config = StdioServerConfig(name="cat", command="cat")

@@ -33,6 +33,7 @@ def _config(root: Path, httpbin: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_mcpmux_call_runs_openapi_tools(tmp_path: Path, httpbin: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTPBIN_TOKEN", TOKEN)
     config = _config(tmp_path, httpbin)
