@@ -14,6 +14,14 @@ import pytest
 pytest_plugins = ["tests.peers.fixtures", "tests.field.report"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Children start with Ctrl-C working however the suite was started: a shell starts a background job
+    with SIGINT ignored, children inherit an ignored signal across exec (a handler is reset), and the
+    tests that interrupt a real ``mcpmux`` would then wait for an exit that never comes."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In a pytest-xdist worker, the ungrouped tests marked ``slow`` come first: the controller hands
     tests out in the order the workers collected them (groups, largest first, before single tests), so
