@@ -91,6 +91,9 @@ async def test_sigterm_lets_the_call_in_flight_finish_then_stops_the_upstreams(t
         with anyio.fail_after(30):
             try:
                 async with Client(serving.url, mode="legacy") as client:
+                    # The SDK's call_tool lists the tools after the result when it has not seen the
+                    # tool's output schema: list them now, or that request would race the shutdown.
+                    await client.list_tools()
                     args = {"duration": 1.5, "steps": 3}
 
                     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
