@@ -391,7 +391,15 @@ class Guard:
         args = dict(arguments or {})
         caller = caller if caller is not None or self.scope is None else self.scope.caller
         tool = self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)
-        if self.toolset is not None:
+        if tool.synthetic and tool.tool == READ_RESOURCE:
+            # ``server:read_resource`` is a read like read_resource's: the same URI checks, before anything.
+            self._readable(tool, args, caller, str(args.get("uri", "")))
+        elif tool.synthetic and tool.tool == GET_PROMPT and self.toolset is not None:
+            # And ``server:get_prompt`` a render like get_prompt's: the toolset's prompt patterns rule it.
+            wanted = str(args.get("name", ""))
+            prompt = next((p for p in self.manager.prompts(tool.server) if p.prompt == wanted), None)
+            self._outside(tool, args, caller, prompt is not None and self.toolset.has_prompt(prompt))
+        elif self.toolset is not None:
             self._outside(tool, args, caller, self.toolset.has_tool(tool))
         check = validate if validate is not None else self._validates(tool)
         # _decide, without a frame of its own when no one is asked.
@@ -619,6 +627,20 @@ class Guard:
 
     # -- resources and prompts -----------------------------------------------------------------
 
+    def _readable(self, tool: ToolInfo, args: JSONObject, caller: str | None, uri: str) -> None:
+        """Refuse (audited, never sent) a read of ``uri`` through ``tool`` (a ``server:read_resource``)
+        that the toolset does not hold or that none of the server's declared ``resources`` covers.
+
+        Every read takes this check: :meth:`read_resource` and a call of the synthetic tool alike.
+        """
+        if self.toolset is not None:
+            self._outside(tool, args, caller, self.toolset.has_resource(tool.server, uri))
+        declared = self.manager.config.server(tool.server).resources
+        if declared is not None and declared_for(declared, uri) is None:
+            refusal = ResourceNotDeclared(tool.server, tool.name, uri)
+            self._refused(tool, args, caller, "denied", refusal.rule)
+            raise refusal
+
     async def read_resource(
         self,
         server: str,
@@ -635,13 +657,7 @@ class Guard:
         """
         tool = self._verb_tool(server, READ_RESOURCE)
         args: JSONObject = {"uri": uri}
-        if self.toolset is not None:
-            self._outside(tool, args, caller, self.toolset.has_resource(server, uri))
-        declared = self.manager.config.server(server).resources
-        if declared is not None and declared_for(declared, uri) is None:
-            refusal = ResourceNotDeclared(server, tool.name, uri)
-            self._refused(tool, args, caller, "denied", refusal.rule)
-            raise refusal
+        self._readable(tool, args, caller, uri)
         decision = await self._decide(tool, args, caller, answered_by)
         read = self.manager.read_resource(server, uri, timeout=timeout)
         return await self._run(tool, args, caller, decision, read, _contents_size)
