@@ -27,6 +27,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from math import isfinite
 from typing import Any
 
 import httpx2
@@ -35,7 +36,15 @@ import jwt
 from mcpmux.gateway.introspection import Introspector
 from mcpmux.gateway.tokens import API_SCOPES, APPROVE_SCOPE, TOKEN_PREFIX, TokenInfo
 
-__all__ = ["API_SCOPE_PREFIX", "PRM_PATH", "ExternalTokenInfo", "ExternalTokens", "OAuthResourceSettings", "claim_at"]
+__all__ = [
+    "API_SCOPE_PREFIX",
+    "PRM_PATH",
+    "ExternalTokenInfo",
+    "ExternalTokens",
+    "OAuthResourceSettings",
+    "claim_at",
+    "claims_problem",
+]
 
 API_SCOPE_PREFIX = "mcpmux:"
 """An access token's REST API scopes are its ``mcpmux:read``, ``mcpmux:execute`` and ``mcpmux:admin``."""
@@ -89,6 +98,36 @@ def claim_at(claims: dict[str, Any], path: str) -> Any:
             return None
         value = value[part]
     return value
+
+
+_TIMES = ("exp", "nbf", "iat")
+"""The claims that are NumericDate values (RFC 7519 section 2): a JSON number, never a string or a boolean."""
+
+
+def claims_problem(claims: dict[str, Any]) -> str | None:
+    """What makes verified JWT ``claims`` unacceptable, or ``None``.
+
+    PyJWT converts ``exp``, ``nbf`` and ``iat`` with ``int()``, so ``"exp": "9999999999"`` would pass
+    its checks; RFC 7519 makes them numbers. ``sub`` must name someone: the caller of policy and audit.
+    The scope claims must have their registered shapes (``scope`` a string, ``scp`` a list of strings).
+    """
+    for name in _TIMES:
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float) or not isfinite(value)):
+            return f"its {name!r} claim is not a number"
+    if not _names_someone(claims.get("sub")):
+        return "its 'sub' claim is empty or not a string"
+    if "scope" in claims and not isinstance(claims["scope"], str):
+        return "its 'scope' claim is not a string"
+    scp = claims.get("scp")
+    if "scp" in claims and not (isinstance(scp, list) and all(isinstance(s, str) for s in scp)):
+        return "its 'scp' claim is not a list of strings"
+    return None
+
+
+def _names_someone(subject: object) -> bool:
+    """Whether ``subject`` can name a caller: a string with a visible character and no control one."""
+    return isinstance(subject, str) and bool(subject.strip()) and subject.isprintable()
 
 
 def _is_jwt(token: str) -> bool:
@@ -180,6 +219,9 @@ class ExternalTokens:
             return None
         scopes = str(claims.get("scope") or " ".join(claims.get("scp") or [])).split()
         subject = claims.get("sub") or claims.get("client_id")
+        if not _names_someone(subject):
+            logger.info("gateway: external token refused: its subject (sub or client_id) is empty or not a string")
+            return None
         return ExternalTokenInfo(
             name=f"oauth:{subject}",
             created_at=float(claims.get("iat", 0)),
@@ -210,6 +252,10 @@ class ExternalTokens:
             )
         except jwt.PyJWTError as exc:
             logger.info("gateway: external token refused: %s", type(exc).__name__)
+            return None
+        problem = claims_problem(claims)
+        if problem is not None:
+            logger.info("gateway: external token refused: %s", problem)
             return None
         return claims
 
