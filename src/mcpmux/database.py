@@ -27,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from mcpmux.errors import ConfigError, ConfigProblem
+from mcpmux.storage import private_file
 
 __all__ = [
     "EVENTS_CHANNEL",
@@ -130,6 +131,7 @@ def _sqlite_engine(url: str) -> Engine:
     file = sqlite_file(url)
     if file is not None:
         file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_file(file)
         engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
     else:
         # One connection for every thread, or each would see its own empty database.

@@ -13,13 +13,19 @@ for the disk (an audit insert took ~120 us of wall time per gateway call, most o
 the GIL released). Nothing is lost on the way out: every read, write, flush and close first waits
 for the queued rows, and so does the interpreter's exit; only a process killed outright can lose
 the rows of its last moments.
+
+Every database file is its owner's alone (:func:`private_file`): created ``0600`` whatever the
+directory's mode or the umask, and narrowed to it when found open to others; SQLite gives its
+``-wal`` and ``-shm`` files the database file's mode.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import os
 import sqlite3
+import stat
 import threading
 import time
 import weakref
@@ -29,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-__all__ = ["BUSY_TIMEOUT_MS", "Appender", "Database", "enable_wal"]
+__all__ = ["BUSY_TIMEOUT_MS", "Appender", "Database", "enable_wal", "private_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -219,6 +225,7 @@ class Database:
             return self._connect_to(":memory:")
         path = Path(self.path)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_file(path)
         try:
             return self._connect_to(str(path))
         except sqlite3.DatabaseError as exc:
@@ -273,6 +280,50 @@ class Database:
         The default knows no older version; a database whose rows matter overrides it.
         """
         return False
+
+
+_warned_dirs: set[Path] = set()
+
+
+def private_file(path: Path) -> None:
+    """Make the database file ``path`` readable by its owner alone, before SQLite opens it.
+
+    Created ``0600`` when missing; an existing file open to group or others is narrowed to ``0600``
+    (said once, as a warning). A directory that group or others may read is warned about once per
+    process: the files in it are private, their names and any other file are not. What cannot be
+    done here (a file of another user, a read-only file system) is left to SQLite to report.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return  # SQLite's own open says what is wrong, with its path
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode) and mode & 0o077:
+            try:
+                os.fchmod(fd, 0o600)
+            except OSError as exc:
+                logger.warning(
+                    "%s is open to others (mode %03o) and could not be narrowed: %s", path, mode & 0o777, exc
+                )
+            else:
+                logger.warning("%s was open to others (mode %03o): now 0600", path, stat.S_IMODE(mode))
+    finally:
+        os.close(fd)
+    directory = path.parent.resolve()
+    if directory in _warned_dirs:
+        return
+    _warned_dirs.add(directory)
+    try:
+        directory_mode = stat.S_IMODE(os.stat(directory).st_mode)
+    except OSError:
+        return
+    if directory_mode & 0o066:
+        logger.warning(
+            "the data directory %s is open to group or others (mode %03o): its databases are private, "
+            "the names of its files are not; `chmod 700 %s` closes it",
+            directory, directory_mode, directory,
+        )  # fmt: skip
 
 
 def enable_wal(db: sqlite3.Connection, timeout_ms: int = BUSY_TIMEOUT_MS) -> None:

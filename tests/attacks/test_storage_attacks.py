@@ -4,15 +4,20 @@ secrets of the URL in what is shown."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from mcpmux.config import load_config
 from mcpmux.errors import ConfigError
+from mcpmux.manager.catalog import Catalog
 from mcpmux.policy import Approvals, AuditLog, StateStore
 from mcpmux.policy.approval import ApprovalScope
-from tests.sources.conftest import database_url, postgres_server
+from mcpmux.servers.content_store import ContentStore
+from mcpmux.sources import SourceRegistry
+from tests.gateway.serving import MCPMUX, isolated_env
+from tests.sources.conftest import KEY, database_url, postgres_server
 
 __all__ = ["database_url", "postgres_server"]
 
@@ -75,3 +80,44 @@ def test_hostile_values_in_audited_calls_are_stored_verbatim_by_the_batched_writ
         value = row.server
         assert (row.caller, row.tool, row.rule, row.error, row.result_bytes) == (value, value, value, value, len(value))
         assert row.args == {value: value}
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_every_database_is_private_in_a_data_dir_open_to_others(tmp_path: Path) -> None:
+    """A data dir at an existing 0755 directory, a umask of 022: state.db (tokens, audit, pins),
+    sources.db, the catalog and the content store, with their WAL files, are still 0600, and the
+    command warns about the directory."""
+    data = tmp_path / "shared-data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    env = {**isolated_env(tmp_path), "MCPMUX_DATA_DIR": str(data)}
+    made = subprocess.run(
+        [MCPMUX, "token", "create", "ci", "--json"], env=env, capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL, check=False, umask=0o022,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert f"the data directory {data} is open to group or others (mode 755)" in made.stderr
+    assert f"chmod 700 {data}" in made.stderr
+    registry = SourceRegistry(f"sqlite:///{data / 'sources.db'}", key=KEY)
+    registry.all()
+    registry.close()
+    with Catalog(data / "catalog.db") as catalog:
+        catalog.servers()
+    ContentStore(data / "content.db").close()
+    files = sorted(p.name for p in data.iterdir())
+    assert {"state.db", "state.db.tokens", "sources.db", "catalog.db", "content.db"} <= set(files), files
+    assert {name: _mode(data / name) for name in files} == dict.fromkeys(files, 0o600)
+
+
+def test_a_database_found_open_to_others_is_narrowed_and_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "state.db"
+    with StateStore(path) as store:
+        AuditLog(store).query()  # opened (the store opens its file at the first use)
+    path.chmod(0o644)
+    with caplog.at_level("WARNING", logger="mcpmux.storage"), StateStore(path) as store:
+        AuditLog(store).query()
+    assert _mode(path) == 0o600
+    assert f"{path} was open to others (mode 644): now 0600" in caplog.text

@@ -220,7 +220,9 @@ class TokenStore:
         # A new file each time (a new inode), so a reader cannot miss a change within one clock tick.
         temporary = self._marker.with_name(f"{self._marker.name}.{secrets.token_hex(8)}")
         try:
-            temporary.write_text(f"{time.time_ns()}\n")
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)  # as private as the db
+            with os.fdopen(fd, "w") as marker:
+                marker.write(f"{time.time_ns()}\n")
             os.replace(temporary, self._marker)
         except OSError as exc:
             logger.warning("could not mark the token change in %s (%s): restart running gateways", self._marker, exc)

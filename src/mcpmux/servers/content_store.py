@@ -29,7 +29,7 @@ from mcpmux.servers.content_models import (
     check_metadata,
     check_name,
 )
-from mcpmux.storage import enable_wal
+from mcpmux.storage import enable_wal, private_file
 
 __all__ = ["IN_MEMORY", "ContentStore", "Document", "MetadataValue", "SearchHit", "StoreError", "StoreInfo"]
 
@@ -55,7 +55,8 @@ class ContentStore:
     ) -> None:
         self.database = str(database)
         if self.database != IN_MEMORY:
-            Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.database).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_file(Path(self.database))
         self.chunk_chars, self.overlap_chars = chunk_chars, overlap_chars
         self._lock = threading.Lock()
         self._db = sqlite3.connect(
