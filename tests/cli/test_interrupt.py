@@ -83,3 +83,61 @@ def test_ctrl_c_while_servers_connect_exits_130_at_once_and_reaps_them(
     assert command.returncode == 130, err
     assert "survived" not in err
     assert alive(children) == []
+
+
+# A command body that swallows the first cancellation it sees (as library code has been seen to do
+# with asyncio's one-shot cancel), then waits again; or that fails while it unwinds.
+STUBBORN = """
+import signal, sys
+import anyio
+from mcpmux.cli.running import run
+
+async def body(how: str) -> str:
+    print("ready", flush=True)
+    try:
+        await anyio.sleep(600)
+    except anyio.get_cancelled_exc_class():
+        if how == "fails":
+            raise RuntimeError("the unwinding failed") from None
+    await anyio.sleep(600)  # a swallowed cancel: only a cancellation that stays on ends this
+    return "finished"
+
+if sys.argv[1] == "ignored":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+try:
+    print(run(body, sys.argv[1]), flush=True)
+except KeyboardInterrupt as exc:
+    print("interrupted", type(exc.__cause__).__name__, flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"), [("swallows", "interrupted NoneType"), ("fails", "interrupted RuntimeError")]
+)
+def test_ctrl_c_stays_on_until_the_command_has_unwound(how: str, expected: str) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", STUBBORN, how], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
+    ) as child:
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=EXIT_WAIT_S)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    assert out.strip() == expected
+
+
+def test_a_ctrl_c_ignored_by_the_parent_stays_ignored() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", STUBBORN, "ignored"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
+    ) as child:
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+            child.send_signal(signal.SIGINT)
+            with pytest.raises(subprocess.TimeoutExpired):  # still waiting: the signal did nothing
+                child.communicate(timeout=3)
+        finally:
+            child.kill()
+            child.communicate()
+    assert child.returncode == -signal.SIGKILL

@@ -17,6 +17,7 @@ import click
 from mcpmux.cli.completion import complete_servers
 from mcpmux.cli.host_cmds import run
 from mcpmux.cli.output import emit, err_console, json_option, table
+from mcpmux.cli.running import run as run_to_end
 from mcpmux.config import Config
 from mcpmux.config.models import OAuthConfig, SseServerConfig, StreamableHttpServerConfig
 from mcpmux.errors import UsageError
@@ -88,7 +89,7 @@ def offer_login(entry: dict[str, Any]) -> None:
 
     name, url = str(entry["name"]), str(entry["url"])
     plain = {str(key): str(value) for key, value in headers.items()}
-    if not anyio.run(asks_for_oauth, url, plain):
+    if not run_to_end(asks_for_oauth, url, plain):
         return
     console = err_console()
     console.print(f"Server {name!r} asks for an OAuth login: run `mcpmux login {name}`.", highlight=False)

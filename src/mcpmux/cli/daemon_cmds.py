@@ -16,6 +16,7 @@ import anyio
 import click
 
 from mcpmux.cli.output import command_config, emit, json_option, state, table
+from mcpmux.cli.running import run as run_to_end
 from mcpmux.errors import EXIT_UNREACHABLE, DaemonUnavailable
 from mcpmux.json_shapes import JSONObject
 
@@ -72,7 +73,7 @@ def start_cmd(linger: float | None) -> None:
     """Start the daemon in the background unless one runs; print its pid and socket."""
     from mcpmux.daemon.client import start_daemon
 
-    status = anyio.run(start_daemon, linger)
+    status = run_to_end(start_daemon, linger)
     emit(status, lambda: click.echo(f"mcpmux daemon running (pid {status['pid']}) on {status['socket']}"))
 
 
@@ -92,7 +93,7 @@ def restart_cmd(linger: float | None) -> None:
     from mcpmux.daemon.client import start_daemon
 
     _stop()
-    status = anyio.run(start_daemon, linger)
+    status = run_to_end(start_daemon, linger)
     emit(status, lambda: click.echo(f"mcpmux daemon restarted (pid {status['pid']}) on {status['socket']}"))
 
 
@@ -105,7 +106,7 @@ def status_cmd(ctx: click.Context) -> None:
     from mcpmux.daemon.client import request
 
     try:
-        status = anyio.run(request, STATUS)
+        status = run_to_end(request, STATUS)
     except DaemonUnavailable as exc:
         reason = exc.reason
         emit({"running": False, "reason": reason}, lambda: click.echo(f"mcpmux daemon: not running ({reason})"))
@@ -131,7 +132,7 @@ def _stop() -> JSONObject:
     from mcpmux.daemon.service import already_serving
 
     try:
-        result = anyio.run(request, STOP)
+        result = run_to_end(request, STOP)
     except DaemonUnavailable as exc:
         return {"stopped": False, "reason": exc.reason}
     deadline = time.monotonic() + STOP_WAIT_S

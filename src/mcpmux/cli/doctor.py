@@ -29,12 +29,12 @@ import json
 import platform
 import sys
 
-import anyio
 import click
 
 from mcpmux import __version__
 from mcpmux.cli import doctor_checks as checks
 from mcpmux.cli.output import emit, err_console, json_option, state, table
+from mcpmux.cli.running import run as run_to_end
 from mcpmux.config import Config, load_config
 from mcpmux.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from mcpmux.json_shapes import JSONObject
@@ -77,7 +77,7 @@ def run_doctor(config_path: str | None, *, connect: bool = True) -> JSONObject:
 
 def _servers(config: Config, connect: bool) -> tuple[list[JSONObject], list[JSONObject]]:
     if connect:
-        return anyio.run(checks.check_servers, config)
+        return run_to_end(checks.check_servers, config)
     from mcpmux.cli.fast_list import catalog_rows
 
     cached = catalog_rows()

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
 import click
 
 from mcpmux.cli import render
@@ -21,6 +20,7 @@ from mcpmux.cli.arguments import json_object
 from mcpmux.cli.completion import complete_prompts, complete_servers, complete_servers_or_tools
 from mcpmux.cli.connecting import daemon_factory, raise_if_unusable, wait_with_progress, warn_unusable
 from mcpmux.cli.output import clip, command_config, emit, json_option, redact_logs, state, table
+from mcpmux.cli.running import run as run_to_end
 from mcpmux.cli.tool_view import print_tool, tool_json
 from mcpmux.config import Config
 from mcpmux.config.display import mask_secrets
@@ -43,7 +43,7 @@ def run(body: Callable[[Config], Awaitable[_T]]) -> _T:
     state().secrets = config.secret_values
     redact_logs(config.secret_values)
     try:
-        return anyio.run(body, config)
+        return run_to_end(body, config)
     except MCPMuxError as exc:
         exc.args = tuple(redact(str(a), config.secret_values) for a in exc.args)
         raise

@@ -10,12 +10,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
 import click
 
 from mcpmux.cli import render
 from mcpmux.cli.completion import complete_servers
 from mcpmux.cli.output import command_config, emit, err_console, json_option, redact_logs, state
+from mcpmux.cli.running import run as run_to_end
 from mcpmux.errors import MCPMuxError
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ _T = TypeVar("_T")
 def _run(body: Callable[[], Awaitable[_T]]) -> _T:
     """Run ``body`` on an event loop, masking configured secrets in any error it raises."""
     try:
-        return anyio.run(body)
+        return run_to_end(body)
     except MCPMuxError as exc:
         exc.args = tuple(_redact(str(a)) for a in exc.args)
         raise

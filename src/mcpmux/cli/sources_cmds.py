@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
 
 from mcpmux.cli.output import emit, json_option, state, table
+from mcpmux.cli.running import run as run_to_end
 
 if TYPE_CHECKING:
     from mcpmux.sources import SourceRegistry
@@ -128,7 +128,7 @@ def sources_sync(name: str, db_url: str | None) -> None:
 
     registry = _registry(db_url)
     try:
-        tools = anyio.run(sync_source, registry, name)
+        tools = run_to_end(sync_source, registry, name)
     finally:
         registry.close()
     answer = {"tools_discovered": len(tools), "tools": [t.to_json() for t in tools]}

@@ -225,9 +225,8 @@ def _approver(canonical: str, server: str, tool: str, yes: bool) -> Any:
         if yes:
             sys.stderr.write(f"mcpmux: {canonical} approved by --yes ({reason})\n")
             return "yes"
-        import anyio
-
         from mcpmux.cli.approval import terminal_approver
+        from mcpmux.cli.running import run as run_to_end
         from mcpmux.errors import ApprovalDenied
         from mcpmux.policy.approval import Answer, ApprovalRequest
 
@@ -235,7 +234,7 @@ def _approver(canonical: str, server: str, tool: str, yes: bool) -> Any:
         if approver is None:
             return "no"  # the guard refuses; the ordinary path then says why, with its hint
         request = ApprovalRequest(canonical, server, tool, dict(question["arguments"]), reason, face="cli")
-        answer = anyio.run(approver, request)
+        answer = run_to_end(approver, request)
         if answer is Answer.NO:
             raise ApprovalDenied(canonical, "declined")
         return answer.value
