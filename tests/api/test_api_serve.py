@@ -4,6 +4,7 @@ source registered through ``/api`` is executed through ``/api`` and called by an
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import anyio
@@ -12,7 +13,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.gateway.serving import serve
+from tests.gateway.serving import mcpmux, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -51,3 +52,33 @@ async def test_one_process_serves_mcp_and_the_api(tmp_path: Path, httpbin: str) 
 def test_no_api_turns_it_off(tmp_path: Path) -> None:
     with serve(tmp_path, _config(tmp_path), "--http", "127.0.0.1:0", "--no-api") as serving:
         assert httpx.get(serving.base + "/api/sources", timeout=30).status_code == 404
+
+
+TINY = [sys.executable, "-S", "-E", str(Path(__file__).parents[1] / "fixtures" / "tiny_server.py")]
+PROCESS_SOURCE = {
+    "name": "tiny",
+    "source_type": "mcp",
+    "mcp_config": {"type": "stdio", "command": TINY[0], "args": TINY[1:]},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allowed", [False, True], ids=["refused", "allowed"])
+def test_process_sources_over_the_api_of_serve_need_the_flag_as_in_mcpmux_api(tmp_path: Path, allowed: bool) -> None:
+    flags = ("--allow-process-sources",) if allowed else ()
+    with serve(tmp_path, _config(tmp_path), "--http", "127.0.0.1:0", *flags) as serving:
+        created = httpx.post(serving.base + "/api/sources", json=PROCESS_SOURCE, timeout=60)
+        if not allowed:
+            assert created.status_code == 403 and "--allow-process-sources" in created.json()["detail"]
+            assert httpx.get(serving.base + "/api/sources", timeout=30).json() == []
+            return
+        assert created.status_code == 201, created.text
+        call = {"tool_id": "tiny:echo", "arguments": {"text": "started by the API"}}
+        executed = httpx.post(serving.base + "/api/tools/execute", json=call, timeout=60)
+        assert executed.status_code == 200 and executed.json()["content"][0]["text"] == "started by the API"
+
+
+def test_allow_process_sources_without_the_api_is_a_usage_error(tmp_path: Path) -> None:
+    for args in (("--tcp", "127.0.0.1:0"), ("--http", "127.0.0.1:0", "--no-api")):
+        done = mcpmux(tmp_path, _config(tmp_path), "serve", *args, "--allow-process-sources")
+        assert done.returncode == 2 and "--allow-process-sources needs --http and the REST API" in done.stderr

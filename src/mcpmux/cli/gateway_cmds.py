@@ -52,6 +52,10 @@ def _address(option: str, value: str) -> tuple[str, int]:
 @click.option("--auth", is_flag=True, help="Require a bearer token even on loopback.")
 @click.option("--no-api", is_flag=True, help="With --http: do not serve the REST API at /api.")
 @click.option("--no-ui", is_flag=True, help="With --http: do not serve the web console at /ui.")
+@click.option(
+    "--allow-process-sources", is_flag=True,
+    help="With --http: let REST API callers register sources that start a process (as `mcpmux api`).",
+)  # fmt: skip
 @click.option("--db", "db_url", metavar="URL", envvar="MCPMUX_DB", help="The source registry (default: sources.db).")
 @click.option("--allow-host", multiple=True, metavar="HOST[:PORT|:*]", help="Another accepted Host header.")
 @click.option("--allow-origin", multiple=True, metavar="ORIGIN", help="Another accepted Origin header.")
@@ -130,6 +134,7 @@ def serve_cmd(
     toolset: str | None = None,
     replica_id: str | None = None,
     advertise: str | None = None,
+    allow_process_sources: bool = False,
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
 
@@ -204,8 +209,18 @@ def serve_cmd(
     tcp = _tcp(tcp_addr, tcp_without_tokens or not (auth or tokens.any()))
     no_api = no_api or bool(agents)  # the REST API would show every tool, not only the agents
     no_ui = no_ui or bool(agents)  # and so would the console
-    api = None if no_api or http_addr is None else _api_factory(load_config(state().config_path), db_url)
-    console = None if no_ui or http_addr is None else _console_factory(config, None if no_api else db_url, no_api)
+    if allow_process_sources and (no_api or http_addr is None):
+        raise click.UsageError("--allow-process-sources needs --http and the REST API (not --no-api or --agent)")
+    api = (
+        None
+        if no_api or http_addr is None
+        else _api_factory(load_config(state().config_path), db_url, allow_process_sources)
+    )
+    console = (
+        None
+        if no_ui or http_addr is None
+        else _console_factory(config, None if no_api else db_url, no_api, allow_process_sources)
+    )
     options = ServeOptions(
         api=api,
         console=console,
@@ -245,16 +260,18 @@ def _netloc(url: str) -> str:
     return f"{host}:{port}"
 
 
-def _api_factory(config: Config, db_url: str | None) -> Any:
+def _api_factory(config: Config, db_url: str | None, allow_process_sources: bool = False) -> Any:
     """Makes the REST API over the gateway's host (its registry opened now, so a bad --db fails early)."""
     from mcpmux.api.serve import mounted_api
     from mcpmux.sources.registry import SourceRegistry
 
     registry = SourceRegistry.configured(config, db_url)
-    return lambda host, security, approver: mounted_api(host, security, config, registry, approver=approver)
+    return lambda host, security, approver: mounted_api(
+        host, security, config, registry, allow_process_sources=allow_process_sources, approver=approver
+    )
 
 
-def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
+def _console_factory(config: Config, db_url: str | None, no_api: bool, allow_process_sources: bool = False) -> Any:
     """Makes the web console over the gateway's host; prints the console key while no token exists."""
     import secrets
 
@@ -267,7 +284,13 @@ def _console_factory(config: Config, db_url: str | None, no_api: bool) -> Any:
         from mcpmux.sources.registry import SourceRegistry
 
         registry = None if no_api else SourceRegistry.configured(config, db_url)
-        sources = None if registry is None else runtime_over(host, config, registry, tokens=security.tokens)
+        sources = (
+            None
+            if registry is None
+            else runtime_over(
+                host, config, registry, tokens=security.tokens, allow_process_sources=allow_process_sources
+            )
+        )
         if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
             click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
         return build_console(host, security, pending=pending, key=key, sources=lambda: sources, replica=replica)
