@@ -37,6 +37,16 @@ def test_the_key_signs_in_only_while_no_token_exists(tokens: TokenStore) -> None
     assert reader is not None and reader.who == "token:alice" and reader.can("read") and not reader.can("execute")
 
 
+def test_scopes_nest_as_they_read(tokens: TokenStore) -> None:
+    """admin includes execute includes read (an admin-only token was told it lacked 'read')."""
+    sessions = Sessions(Gatekeeper(HttpSecurity(tokens=tokens)), None, Clock())
+    expected = {("admin",): (True, True, True), ("execute",): (True, True, False), ("read",): (True, False, False)}
+    for scopes, (read, execute, admin) in expected.items():
+        session = sessions.sign_in(tokens.create("-".join(scopes), scopes=scopes))
+        assert session is not None
+        assert (session.can("read"), session.can("execute"), session.can("admin")) == (read, execute, admin), scopes
+
+
 def test_sessions_expire_when_idle_or_old_and_end_with_their_token(tokens: TokenStore) -> None:
     clock = Clock()
     sessions = Sessions(Gatekeeper(HttpSecurity(tokens=tokens)), None, clock)

@@ -139,7 +139,8 @@ def test_a_websocket_handshake_is_checked_origin_first_then_host_then_token(toke
     assert gate.admit({**evil, "origin": "http://localhost:3000"}) == Refusal(421, "Invalid Host header")
     local = {"host": "127.0.0.1:9"}
     assert gate.admit(local) == Refusal(401, "A valid bearer token is required")
-    assert gate.admit({**local, "sec-websocket-protocol": f"mcp, mcpmux.bearer.{secret}"}) == Admitted("ci", secret)
+    admitted_as = Admitted("ci", secret, api_scopes=("execute", "read"))  # what it may do: its default scopes
+    assert gate.admit({**local, "sec-websocket-protocol": f"mcp, mcpmux.bearer.{secret}"}) == admitted_as
     admitted = gate.admit({**local, "authorization": f"bearer {secret}"})
     assert isinstance(admitted, Admitted)
     still_valid = gate.still_valid(admitted)

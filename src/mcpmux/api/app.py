@@ -33,7 +33,7 @@ from mcpmux.api.runtime import ApiRuntime
 from mcpmux.errors import MCPMuxError, NotFound
 from mcpmux.gateway.oauth_resource import API_SCOPE_PREFIX, ExternalTokenInfo
 from mcpmux.gateway.security import CALLER, Gatekeeper
-from mcpmux.gateway.tokens import TokenInfo
+from mcpmux.gateway.tokens import TokenInfo, grants
 from mcpmux.policy.callers import Caller as GroupedCaller
 from mcpmux.sources.models import ExecutionMode, Source, SourceSpec, SourceTool
 
@@ -95,7 +95,7 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
 
     def needs(scope: str) -> Callable[[Caller], Caller]:
         def check(who: Annotated[Caller, Depends(caller)]) -> Caller:
-            if scope not in who.scopes:
+            if not grants(who.scopes, scope):
                 if who.name is not None and who.name.startswith("oauth:"):
                     how = f"an access token with the scope {API_SCOPE_PREFIX}{scope}"
                 else:

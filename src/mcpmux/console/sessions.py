@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from mcpmux.gateway.security import Gatekeeper
+from mcpmux.gateway.tokens import grants
 
 __all__ = ["COOKIE", "IDLE_TIMEOUT_S", "MAX_AGE_S", "Session", "Sessions", "same_origin"]
 
@@ -53,7 +54,7 @@ class Session:
 
     def can(self, scope: str) -> bool:
         """Whether this session may ``read``, ``execute`` (call tools) or ``admin`` (change, approve)."""
-        return scope in self.scopes
+        return grants(self.scopes, scope)  # nested: admin includes execute includes read
 
     def csrf_ok(self, given: str | None) -> bool:
         """Whether ``given`` is this session's CSRF token (compared in constant time)."""

@@ -25,11 +25,11 @@ from starlette.requests import Request
 
 from mcpmux.config.models import GatewayApprovers
 from mcpmux.gateway.oauth_resource import ExternalTokenInfo
-from mcpmux.gateway.security import CALLER
-from mcpmux.gateway.tokens import APPROVE_SCOPE
+from mcpmux.gateway.security import CALLER, mcp_scopes
+from mcpmux.gateway.tokens import APPROVE_SCOPE, TokenInfo, grants
 from mcpmux.policy.callers import Caller
 
-__all__ = ["LocalCaller", "TokenCaller", "approver_of", "caller_of", "stdio_channel"]
+__all__ = ["LocalCaller", "TokenCaller", "approver_of", "caller_of", "may_call_tools", "stdio_channel"]
 
 STDIO = "stdio"
 _channel: ContextVar[str | None] = ContextVar("mcpmux_gateway_channel", default=None)
@@ -43,6 +43,8 @@ class TokenCaller:
     scopes: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
     """The groups of an external access token (see :class:`~mcpmux.policy.callers.Caller`)."""
+    api_scopes: tuple[str, ...] | None = None
+    """What the token may do (see :attr:`mcpmux.gateway.security.Admitted.api_scopes`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,18 @@ def caller_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
     if isinstance(ctx.request, LocalCaller):
         return f"{name or 'client'} (pid {ctx.request.pid})"
     return name
+
+
+def may_call_tools(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the client behind ``ctx`` may call tools: a token needs the ``execute`` scope
+    (:func:`~mcpmux.gateway.tokens.grants`); a request with no token is the local user's."""
+    request = ctx.request
+    scopes: tuple[str, ...] | None = None
+    if isinstance(request, TokenCaller):
+        scopes = request.api_scopes
+    elif isinstance(request, Request) and isinstance(info := request.scope.get(CALLER), TokenInfo):
+        scopes = mcp_scopes(info)
+    return scopes is None or grants(scopes, "execute")
 
 
 def approver_of(ctx: ServerRequestContext[Any, Any], allowed: GatewayApprovers) -> str | None:

@@ -475,7 +475,7 @@ def websocket_admission(security: HttpSecurity, *, toolset: str | None = None) -
             return Handshake(refuse_status=403, reason=f"This token is bound to its toolsets: use {where}")
         if isinstance(verdict, Admitted):
             name = verdict.token_name
-            caller = None if name is None else TokenCaller(name, verdict.scopes, verdict.groups)
+            caller = None if name is None else TokenCaller(name, verdict.scopes, verdict.groups, verdict.api_scopes)
             return Handshake(still_valid=gate.still_valid(verdict), context=caller)
         return Handshake(refuse_status=verdict.status, reason=verdict.reason)
 

@@ -139,6 +139,16 @@ class Admitted:
     """The toolsets the token is bound to (empty: not bound)."""
     groups: tuple[str, ...] = ()
     """The groups an external access token's claims name (policy rules match ``group:NAME``)."""
+    api_scopes: tuple[str, ...] | None = None
+    """What the token may do (:func:`~mcpmux.gateway.tokens.grants`); ``None``: no token, or an external
+    one that names no ``mcpmux:`` scope (the authorization server's audience alone admits it to MCP)."""
+
+
+def mcp_scopes(info: TokenInfo) -> tuple[str, ...] | None:
+    """The scopes that rule what ``info``'s token may do over MCP (see :attr:`Admitted.api_scopes`)."""
+    if isinstance(info, ExternalTokenInfo) and not info.api_scopes:
+        return None
+    return tuple(info.api_scopes)
 
 
 class Gatekeeper:
@@ -200,7 +210,7 @@ class Gatekeeper:
                 return Refusal(503, UNAVAILABLE)
             return Refusal(401, "A valid bearer token is required")
         groups = info.groups if isinstance(info, ExternalTokenInfo) else ()
-        return Admitted(info.name, token, tuple(info.scopes), info.toolsets, groups)
+        return Admitted(info.name, token, tuple(info.scopes), info.toolsets, groups, mcp_scopes(info))
 
     def unavailable(self, token: str) -> bool:
         """Whether ``token`` was refused only because the authorization server could not be asked."""

@@ -47,7 +47,7 @@ from starlette.requests import Request
 from mcpmux import __version__
 from mcpmux._private.mcp_sdk import OpenTelemetryMiddleware, connection_of
 from mcpmux.errors import ERROR_META, MCPMuxError, ServerDisabled, ServerError, ToolNotFound, error_meta
-from mcpmux.gateway.caller import approver_of, caller_of
+from mcpmux.gateway.caller import approver_of, caller_of, may_call_tools
 from mcpmux.gateway.discovery import CALL_TOOL, SEARCH_TOOLS, Discovery, call_arguments
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.metrics import Metrics
@@ -292,6 +292,13 @@ class Gateway:
         """``tools/call``: the handler of the server, and of the HTTP transport's direct calls."""
         if self.draining:
             raise MCPError(types.INTERNAL_ERROR, "the gateway is shutting down")
+        if not may_call_tools(ctx):
+            who = caller_of(ctx)
+            raise MCPError(
+                types.INVALID_REQUEST,
+                f"{who} may not call tools: its token lacks the scope 'execute' (it may list and read); "
+                "make one that may with `mcpmux token create NAME --scope execute`",
+            )
         if self._starting is not None:
             await self._settled()
         surface = self.surface

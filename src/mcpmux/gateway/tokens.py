@@ -30,7 +30,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -41,7 +41,16 @@ from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.policy import StateStore
 from mcpmux.policy.schema import gateway_tokens
 
-__all__ = ["API_SCOPES", "APPROVE_SCOPE", "DEFAULT_API_SCOPES", "TOKEN_PREFIX", "TokenInfo", "TokenStore", "hash_token"]
+__all__ = [
+    "API_SCOPES",
+    "APPROVE_SCOPE",
+    "DEFAULT_API_SCOPES",
+    "TOKEN_PREFIX",
+    "TokenInfo",
+    "TokenStore",
+    "grants",
+    "hash_token",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +59,21 @@ APPROVE_SCOPE = "mcpmux:approve"
 API_SCOPES = ("read", "execute", "admin")
 """What a token may do on the REST API: read (list), execute (call tools), admin (change sources)."""
 DEFAULT_API_SCOPES = ("read", "execute")
+
+
+def grants(scopes: Iterable[str], needed: str) -> bool:
+    """Whether a token with ``scopes`` may do what ``needed`` allows, on every face.
+
+    The one table of what a scope allows (``/mcp`` and its toolset paths, WebSocket, ``/api``, ``/ui``):
+    ``read`` lists and reads (tools, resources, prompts, sources, servers, the audit log); ``execute``
+    calls tools; ``admin`` changes sources and servers and answers approvals in the console. They nest
+    as they read: ``admin`` includes ``execute``, which includes ``read``. (Answering an approval from
+    an MCP client is ``--can-approve``, :data:`APPROVE_SCOPE`, apart from these.)
+    """
+    rank = API_SCOPES.index(needed)
+    return any(scope in API_SCOPES and API_SCOPES.index(scope) >= rank for scope in scopes)
+
+
 TOKEN_BYTES = 32
 MARKER_SUFFIX = ".tokens"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
