@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, TypeVarTuple, Unpack
 
@@ -43,8 +44,12 @@ def run(body: Callable[[Unpack[_Args]], Awaitable[_T]], *args: *_Args) -> _T:
                 loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C raises at once
                 scope.cancel()
 
-            # Ctrl-C ignored by whoever started us (a background job, nohup) stays ignored.
-            watched = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+            # Ctrl-C ignored by whoever started us (a background job, nohup) stays ignored; signals
+            # reach the main thread only (a command run in a worker thread, as tests do, watches none).
+            watched = (
+                threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+            )
             if watched:
                 loop.add_signal_handler(signal.SIGINT, interrupt)
             try:
