@@ -11,10 +11,9 @@ an empty ``sub`` named the caller ``oauth:``.)
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
@@ -26,6 +25,7 @@ from starlette.types import Receive, Scope, Send
 
 from mcpmux.gateway.oauth_resource import ExternalTokens, OAuthResourceSettings
 from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
+from tests.peers.fixtures import http_thread
 
 pytestmark = [pytest.mark.anyio, pytest.mark.network]
 
@@ -59,15 +59,8 @@ class Issuer(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def issuer() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Issuer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with http_thread(Issuer) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def signed(issuer: str, **claims: Any) -> str:

@@ -10,14 +10,13 @@ import pty
 import select
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.peers.fixtures import free_port
+from tests.peers.fixtures import free_port, http_thread
 
 pytestmark = [pytest.mark.subprocess]
 
@@ -57,15 +56,8 @@ class _Unauthorized(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def needs_auth_url() -> Iterator[str]:
     """A real HTTP server on a loopback port that answers every request with 401."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with http_thread(_Unauthorized) as port:
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 # -- unusable servers ---------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import IO
 
 import psutil
 
-from tests.peers.fixtures import free_port, loopback_env, stop_process_group
+from tests.peers.fixtures import free_port, http_thread, loopback_env, stop_process_group
 
 __all__ = ["FIELD_MARKER", "Listener", "listening", "postgres_cluster", "web_page"]
 
@@ -207,12 +206,5 @@ class _Page(http.server.BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def web_page() -> Iterator[str]:
     """A loopback HTTP server (a thread) whose ``/page.html`` contains ``FIELD_MARKER``; yields that URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    thread = threading.Thread(target=server.serve_forever, name="field-web", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/page.html"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with http_thread(_Page) as port:
+        yield f"http://127.0.0.1:{port}/page.html"

@@ -16,7 +16,6 @@ import json
 import os
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from cryptography.x509.oid import NameOID
 from tests.field.faces import mcpmux_argv, write_config
 from tests.field.processes import FIELD_MARKER
 from tests.field.servers import field_venv_bin
+from tests.peers.fixtures import http_thread
 
 pytestmark = [pytest.mark.slow, pytest.mark.field, pytest.mark.subprocess, pytest.mark.network]
 
@@ -92,16 +92,8 @@ class _Page(http.server.BaseHTTPRequestHandler):
 def _https_page(certificate: Path, key: Path) -> Iterator[str]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(certificate, key)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, name="field-https", daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}/page.html"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with http_thread(_Page, wrap=lambda listening: context.wrap_socket(listening, server_side=True)) as port:
+        yield f"https://127.0.0.1:{port}/page.html"
 
 
 def _fetch_through_mcpmux(tmp_path: Path, server_env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import http.server
 import itertools
 import os
 import shutil
@@ -23,6 +24,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -243,6 +245,27 @@ def stdio_command(peer: str, *args: str) -> tuple[str, list[str]]:
             raise ValueError("stdio_command('git', REPO) needs the repository path")
         return str(python_peer("mcp-server-git")), ["-r", args[0], *args[1:]]
     raise ValueError(f"unknown peer {peer!r}; one of {', '.join(STDIO_PEERS)}")
+
+
+@contextlib.contextmanager
+def http_thread(
+    handler: type[http.server.BaseHTTPRequestHandler], *, wrap: Callable[[socket.socket], socket.socket] | None = None
+) -> Iterator[int]:
+    """A real HTTP server on a loopback port, served by a thread: yields the port; shut down and joined after.
+
+    ``wrap`` replaces its listening socket (``ssl.SSLContext.wrap_socket`` for HTTPS).
+    """
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if wrap is not None:
+        server.socket = wrap(server.socket)
+    thread = threading.Thread(target=server.serve_forever, name=f"http-{handler.__name__}", daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def free_port() -> int:
@@ -512,8 +535,17 @@ def run_httpbin(*, timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
     """
     for _attempt in range(_PORT_ATTEMPTS):
         port = free_port()
-        argv = [str(gunicorn()), "--no-control-socket", "-b", f"127.0.0.1:{port}", "-k", "gthread",
-                "--threads", "8", "httpbin:app"]
+        argv = [
+            str(gunicorn()),
+            "--no-control-socket",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-k",
+            "gthread",
+            "--threads",
+            "8",
+            "httpbin:app",
+        ]
         with tempfile.TemporaryFile() as log:
             try:
                 process, bound = _start_listening(argv, log, timeout_s, port)
