@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.gateway.serving import serve
+
 pytestmark = pytest.mark.subprocess
 
 MCPMUX = str(Path(sys.executable).parent / "mcpmux")
@@ -166,3 +168,38 @@ async def test_a_secret_split_across_two_reads_of_stderr_is_still_masked(isolate
     await sink.drain(_Chunks(chunks))  # type: ignore[arg-type]
     assert sink.tail() == "key=****\nlast words, no newline"
     assert sink.path.read_text("utf-8") == "key=****\nlast words, no newline"
+
+
+@pytest.mark.slow
+def test_a_reachable_servers_url_secret_never_prints_in_test_doctor_or_a_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``test`` printed the target and ``doctor`` a connect error with the URL's secret (only an
+    unreachable server was tried before); a tool that echoes a secret value has it masked too."""
+    tiny = Path(__file__).parents[1] / "fixtures" / "tiny_server.py"
+    upstream = tmp_path / "upstream.json"
+    server = {"name": "tiny", "type": "stdio", "command": sys.executable, "args": ["-S", "-E", str(tiny)]}
+    upstream.write_text(json.dumps({"mcp": {"servers": [server], "security": {"pinning": "off"}}}))
+    with serve(tmp_path / "gateway", upstream, "--http", "127.0.0.1:0", "--no-ui", "--no-api") as gateway:
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "mcpmux.yaml").write_text(
+            f'mcp:\n  servers:\n    - {{name: remote, type: http, url: "{gateway.url}?key=${{PLAIN_URL}}",'
+            ' headers: {X-Key: "${PLAIN_URL}"}}\n  security: {pinning: "off"}\n',
+            encoding="utf-8",
+        )
+        monkeypatch.chdir(project)
+        monkeypatch.setenv("PLAIN_URL", URL_SECRET)
+        for argv in (
+            ("test", "remote"),
+            ("test", "remote", "--json"),
+            ("doctor",),
+            ("doctor", "--json"),
+            ("tools", "remote"),
+            ("call", "remote:tiny__echo", f"text=mine is {URL_SECRET}"),
+        ):
+            done = mcpmux(*argv)
+            assert done.returncode == 0, (argv, done.stdout, done.stderr)
+            assert_no_secret(done.stdout + done.stderr, f"mcpmux {' '.join(argv)}")
+        shown = mcpmux("config", "show", "--show-secrets")  # the one place asked to show them
+        assert URL_SECRET in shown.stdout

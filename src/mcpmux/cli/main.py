@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from mcpmux import __version__
-from mcpmux.cli.output import CliState
+from mcpmux.cli.output import CliState, masked_output
 from mcpmux.errors import EXIT_INTERRUPTED, EXIT_USAGE, MCPMuxError, exit_code_for
 
 __all__ = ["COMPLETE_VAR", "CliState", "cli", "main"]
@@ -132,6 +132,12 @@ def run(argv: list[str] | None = None) -> int:
     as_json = _wants_json(args)
     if COMPLETE_VAR in os.environ:
         importlib.import_module("mcpmux.cli.completion")  # registers the colon-aware bash completer
+    with masked_output():  # no value from ${VAR} in anything printed, error messages included
+        return _outcome(argv, as_json)
+
+
+def _outcome(argv: list[str] | None, as_json: bool) -> int:
+    """The exit code of the command ``argv``, its errors printed."""
     try:
         result: Any = cli.main(args=argv, prog_name="mcpmux", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -172,8 +173,62 @@ class _RedactingFilter(logging.Filter):
         return True
 
 
+class _Masking:
+    """A text stream that writes through to ``stream`` with every secret of :data:`_shown` as ``****``.
+
+    Only text is masked: ``buffer`` (bytes) is the stream's own, so a protocol that a command speaks
+    on its stdout (``serve --stdio``, the daemon's relay) goes out byte for byte.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        secrets = _shown.secrets
+        if secrets and text:
+            from mcpmux.config.display import MASK
+
+            for secret in sorted(secrets, key=len, reverse=True):
+                text = text.replace(secret, MASK)
+        self._stream.write(text)
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@dataclass
+class _Shown:
+    secrets: frozenset[str] = frozenset()
+
+
+_shown = _Shown()
+"""The secrets masked in what the running command prints (set by :func:`redact_logs`)."""
+
+
+@contextmanager
+def masked_output() -> Iterator[None]:
+    """Mask, in everything a command prints on stdout and stderr, the values that came from
+    ``${VAR}`` (its configuration's ``secret_values``, made known by :func:`redact_logs`): urls,
+    args, headers, env, and what a server echoes of them. (``config show --show-secrets`` prints
+    them: it makes none known.)"""
+    saved = sys.stdout, sys.stderr, _shown.secrets
+    sys.stdout, sys.stderr = _Masking(sys.stdout), _Masking(sys.stderr)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr, _shown.secrets = saved
+
+
 def redact_logs(secrets: frozenset[str]) -> None:
-    """Mask ``secrets`` in everything logged from now on (on every handler of the root logger)."""
+    """Mask ``secrets`` in everything logged, and everything printed, from now on."""
+    _shown.secrets |= secrets
     if not secrets:
         return
     for handler in logging.getLogger().handlers:
