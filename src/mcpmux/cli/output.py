@@ -184,14 +184,14 @@ class _Masking:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        secrets = _shown.secrets
+        written, secrets = len(text), _shown.secrets
         if secrets and text:
             from mcpmux.config.display import MASK
 
             for secret in sorted(secrets, key=len, reverse=True):
                 text = text.replace(secret, MASK)
         self._stream.write(text)
-        return len(text)
+        return written  # what the caller gave, as a stream's write says
 
     def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
