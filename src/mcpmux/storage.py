@@ -294,7 +294,8 @@ def private_file(path: Path) -> None:
     done here (a file of another user, a read-only file system) is left to SQLite to report.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Non-blocking: a FIFO planted at the path must not hang the open (it is no regular file: left alone).
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
     except OSError:
         return  # SQLite's own open says what is wrong, with its path
     try:

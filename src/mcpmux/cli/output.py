@@ -186,10 +186,9 @@ class _Masking:
     def write(self, text: str) -> int:
         written, secrets = len(text), _shown.secrets
         if secrets and text:
-            from mcpmux.config.display import MASK
+            from mcpmux.config.display import mask_values  # not redact: a printed mcpmux_ token stays
 
-            for secret in sorted(secrets, key=len, reverse=True):
-                text = text.replace(secret, MASK)
+            text = mask_values(text, secrets)
         self._stream.write(text)
         return written  # what the caller gave, as a stream's write says
 

@@ -17,7 +17,16 @@ from mcpmux.config.effective import effective_policy
 from mcpmux.config.models import Config
 from mcpmux.json_shapes import JSONObject
 
-__all__ = ["MASK", "config_to_dict", "json_forms", "looks_secret", "mask_secrets", "may_need_redaction", "redact"]
+__all__ = [
+    "MASK",
+    "config_to_dict",
+    "json_forms",
+    "looks_secret",
+    "mask_secrets",
+    "mask_values",
+    "may_need_redaction",
+    "redact",
+]
 
 MASK = "****"
 
@@ -56,10 +65,15 @@ def looks_secret(name: str, value: str) -> bool:
 
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret (longest first) and every prefixed token (``ghp_...``) as ``****``."""
+    return _PREFIXED_TOKEN.sub(MASK, mask_values(text, secrets))
+
+
+def mask_values(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every one of ``secrets`` (longest first) as ``****``, and nothing else changed."""
     for secret in sorted(set(secrets), key=len, reverse=True):
         if secret:
             text = text.replace(secret, MASK)
-    return _PREFIXED_TOKEN.sub(MASK, text)
+    return text
 
 
 def json_forms(secrets: Iterable[str]) -> tuple[str, ...]:
