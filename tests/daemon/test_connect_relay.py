@@ -67,12 +67,16 @@ async def _session(env: dict[str, str], project: Path, *args: str) -> AsyncItera
         yield session
 
 
-async def _tools_once_listed(session: ClientSession, expected: int) -> list[Any]:
-    """The tool list once it holds ``expected`` tools (over stdio the gateway answers before its upstreams connect)."""
+async def _tools_once_listed(session: ClientSession, expected: int, *, named: tuple[str, ...] = ()) -> list[Any]:
+    """The tool list once it holds ``expected`` tools and every one of ``named``.
+
+    Over stdio the gateway answers before its upstreams connect, and they connect in any order:
+    with ``--all``, everything's ten tools can be listed before counter's three.
+    """
     with anyio.fail_after(WAIT_S):
         while True:
             tools = (await session.list_tools()).tools
-            if len(tools) >= expected:
+            if len(tools) >= expected and set(named) <= {t.name for t in tools}:
                 return sorted(tools, key=lambda t: t.name)
             await anyio.sleep(0.2)
 
@@ -86,7 +90,8 @@ async def _answers(env: dict[str, str], project: Path, target: str) -> dict[str,
 
     async with _session(env, project, target) as session:
         expected = {"--all": 3 + 2 + 10, "everything": 10, "time": 2}[target]  # at least so many
-        tools = await _tools_once_listed(session, expected)
+        named = ("counter__bump", "everything__echo", "time__convert_time") if every else ()  # one of each
+        tools = await _tools_once_listed(session, expected, named=named)
         answers: dict[str, Any] = {"tools": [t.model_dump(mode="json") for t in tools]}
         with anyio.fail_after(WAIT_S):
             if every or target == "everything":
@@ -160,7 +165,7 @@ def test_a_warm_connect_process_is_a_standard_library_relay(daemon: Daemon, proj
 async def _big_and_many(env: dict[str, str], project: Path, target: str) -> tuple[int, list[int]]:
     prefix = "counter__" if target == "--all" else ""
     async with _session(env, project, target) as session:
-        await _tools_once_listed(session, 3)
+        await _tools_once_listed(session, 3, named=(f"{prefix}big", f"{prefix}bump"))
         with anyio.fail_after(WAIT_S):
             big = await session.call_tool(f"{prefix}big", {"size": BIG})
         text = big.content[0].text  # type: ignore[union-attr]
