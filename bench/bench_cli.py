@@ -52,7 +52,7 @@ def _prepare(root: Path) -> dict[str, str]:
 
     from mcpmux.config import load_config
     from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
-    from mcpmux.transports.sandbox import with_effective_sandbox
+    from mcpmux.processes.sandbox import with_effective_sandbox
 
     tools = [types.Tool(name=f"tool_{n}", input_schema={"type": "object"}) for n in range(TOOLS_PER_SERVER)]
     with Catalog() as catalog:

@@ -54,7 +54,7 @@ from harness import report
 
 from mcpmux.config.models import Config, Settings, StdioServerConfig
 from mcpmux.manager import Manager
-from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE, reaper_argv
+from mcpmux.processes._reaper import AVAILABLE as REAPER_AVAILABLE, reaper_argv
 from mcpmux.transports import stdio
 
 SERVER = str(Path(__file__).parent / "slow_start_server.py")

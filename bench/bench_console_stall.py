@@ -31,9 +31,9 @@ from harness import report
 from mcpmux import Host
 from mcpmux.config.models import Config, SecurityConfig, StdioServerConfig
 from mcpmux.console import build_console, pages
-from mcpmux.gateway.security import HttpSecurity
-from mcpmux.gateway.tokens import TokenStore
 from mcpmux.policy import StateStore
+from mcpmux.web.security import HttpSecurity
+from mcpmux.web.tokens import TokenStore
 from tests.peers.fixtures import stdio_command
 
 CONTROL = "(no page: the calls alone, 20 ms)"

@@ -108,7 +108,7 @@ def _timed(env: dict[str, str], cwd: Path, *args: str, check: bool = True) -> tu
 def one_shot(env: dict[str, str], cwd: Path) -> list[list[object]]:
     """Wall and CPU medians of fresh ``mcpmux call`` processes: the floor, cold, and warm through the daemon.
 
-    Warm goes through the thin client (``mcpmux.daemon.thin``): no SDK, no manager in the command, and
+    Warm goes through the thin client (``mcpmux.attach.thin``): no SDK, no manager in the command, and
     from the second call on no configuration load either (the daemon knows the command's inputs).
     Cold and warm alternate run by run, so that a change of the machine's load hits both alike.
     """

@@ -37,11 +37,11 @@ from mcp.server import Server
 
 from mcpmux.config.models import Config, DiscoveryConfig, SecurityConfig, ServerConfig, Settings, StdioServerConfig
 from mcpmux.connection import Connection
-from mcpmux.connection.callbacks import ClientCallbacks
 from mcpmux.gateway import Downstream, Gateway
 from mcpmux.host import Host
 from mcpmux.policy import StateStore
 from mcpmux.transports.inprocess import open_mcp_server
+from mcpmux.types.callbacks import ClientCallbacks
 
 DATA = Path(__file__).parent / "data"
 DEFINITIONS = DATA / "tool_definitions.json"

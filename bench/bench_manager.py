@@ -178,6 +178,7 @@ def main() -> None:
         slowest, together, per_server_mb, child_mb = anyio.run(_connect_times)
         io_single, io_together = anyio.run(_io_bound_connect_times)
         tools_s, started = _warm_catalog_tools(tmp)
+
     def call_rows(label: str, rate: Rate, base: Rate) -> list[list[object]]:
         return [
             [label, "calls/s", round(rate[0]), round(rate[0] / base[0], 3)],

@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from harness import report
 
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.pins import PinBook
 from mcpmux.policy.store import StateStore
+from mcpmux.types.models import ToolInfo
 
 
 def tool(name: str, index: int) -> ToolInfo:

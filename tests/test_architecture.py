@@ -15,7 +15,7 @@ import grimp
 import pytest
 
 SRC = Path(__file__).parents[1] / "src" / "mcpmux"
-FACES = ("cli", "api", "chat", "gateway", "bridge")
+FACES = ("cli", "serve", "gateway", "console", "chat", "api", "agents", "bridge")
 # Attribute names that mean holding a server's supervisor or connection.
 REACH_THROUGH = {"supervisor", "connection", "connection_for_call", "registry"}
 

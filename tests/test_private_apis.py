@@ -47,8 +47,8 @@ anyio_private = _load("mcpmux._private.anyio", "anyio")
 HttpToolsProtocol = uvicorn_private.HttpToolsProtocol
 
 from mcpmux.gateway.responses import DeferredTransport  # noqa: E402 - after the shims' own check
-from mcpmux.gateway.slowloris import HeadLimitProtocol  # noqa: E402
 from mcpmux.servers._sdk import new_server  # noqa: E402
+from mcpmux.web.slowloris import HeadLimitProtocol  # noqa: E402
 
 SHIMS: list[ModuleType] = [mcp_sdk, uvicorn_private, anyio_private]
 NAMES = [(shim, name) for shim in SHIMS for name in shim.PRIVATE_NAMES]
@@ -221,8 +221,8 @@ STDLIB_PUBLIC = {"_exit", "_asdict", "_replace", "_fields", "_make"}
 # CPython's C modules under public ones, imported by a file that runs outside the package
 # (``python -I -S``, so it cannot import mcpmux._private): the reaper starts for every stdio server,
 # and the Python layers of ``signal`` and ``ctypes`` would double its start. Each name it uses is
-# checked against the public module in tests/servers/test_reaper.py.
-STANDALONE_C_MODULES = {"servers/_reaper.py": {"_signal", "_ctypes"}}
+# checked against the public module in tests/processes/test_reaper.py.
+STANDALONE_C_MODULES = {"processes/_reaper.py": {"_signal", "_ctypes"}}
 
 
 def _ours(trees: dict[Path, ast.Module]) -> set[str]:

@@ -44,9 +44,6 @@ def test_the_readme_example_names_exist() -> None:
 
 
 def test_a_manager_and_guard_over_lazy_servers_do_not_import_the_sdk_client() -> None:
-    code = (
-        "import sys, mcpmux.manager.manager, mcpmux.policy.guard, mcpmux.cli.host_cmds; "
-        "print('mcp' in sys.modules)"
-    )
+    code = "import sys, mcpmux.manager.manager, mcpmux.policy.guard, mcpmux.cli.host_cmds; print('mcp' in sys.modules)"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "False"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mcpmux import _moved
 from mcpmux._lazy import lazy_exports
-
-__version__ = "0.1.0"
+from mcpmux._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from mcpmux.bridge import (
@@ -67,3 +67,4 @@ if TYPE_CHECKING:
     )
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, also=("__version__",))
+_moved.install()  # old module paths (before issue 38's moves) still import, with a DeprecationWarning

@@ -140,7 +140,7 @@ async def test_functions_are_served_by_the_gateway_over_http_to_an_sdk_client_un
     from mcp.shared.exceptions import MCPError
 
     from mcpmux.gateway.http import HttpOptions
-    from mcpmux.gateway.run import ServeOptions, serve
+    from mcpmux.serve.run import ServeOptions, serve
 
     announced: list[str] = []
     ready = anyio.Event()

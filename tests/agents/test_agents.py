@@ -22,7 +22,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpmux import Host
-from mcpmux.bridge.ask import AgentTools
+from mcpmux.agents.ask import AgentTools
 from mcpmux.bridge.providers.sampling import TEXT_PROTOCOL
 from mcpmux.config import load_config
 from mcpmux.config.models import AgentConfig, Config, Settings, StdioServerConfig

@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from mcpmux import Host
-from mcpmux.bridge.ask import MAX_ACTIVE_ASKS, AgentTools
+from mcpmux.agents.ask import MAX_ACTIVE_ASKS, AgentTools
 from mcpmux.config.models import Config, LLMConfig, Settings, StdioServerConfig
 from mcpmux.errors import ToolDenied
 from mcpmux.policy import StateStore

@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 
 from mcpmux.api.serve import build_api
 from mcpmux.config.models import Config, OpenAPIServerConfig, SecurityConfig
-from mcpmux.gateway.tokens import TokenStore
 from mcpmux.policy import StateStore
 from mcpmux.sources import SourceRegistry
+from mcpmux.web.tokens import TokenStore
 from tests.peers.fixtures import free_port
 from tests.sources.conftest import KEY
 

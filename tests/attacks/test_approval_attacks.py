@@ -131,8 +131,8 @@ async def test_a_can_approve_token_approves_for_itself_only_and_never_for_a_late
 def test_tokens_made_before_can_approve_existed_may_not_approve(tmp_path: Path) -> None:
     import sqlite3
 
-    from mcpmux.gateway.tokens import TokenStore, hash_token
     from mcpmux.policy import StateStore
+    from mcpmux.web.tokens import TokenStore, hash_token
 
     path = tmp_path / "state.db"
     # A state.db of the mcpmux before tokens could approve (schema version 2, the first tokens table).

@@ -259,7 +259,7 @@ async def test_a_wide_root_is_served_when_the_config_opts_in(tmp_path: Path, mon
 @pytest.mark.subprocess
 async def test_with_the_sandbox_on_the_file_tools_run_out_of_process_inside_it(tmp_path: Path) -> None:
     from mcpmux.config.models import SandboxConfig, ServerSecurity
-    from mcpmux.transports.sandbox import sandbox_backend
+    from mcpmux.processes.sandbox import sandbox_backend
 
     if sandbox_backend().name == "none":
         pytest.skip(sandbox_backend().explain())

@@ -20,9 +20,9 @@ import anyio
 import psutil
 import pytest
 
+from mcpmux.attach.attach import Attach, request_line
+from mcpmux.attach.client import exchange, request
 from mcpmux.config.models import SecurityConfig, Settings, StdioServerConfig
-from mcpmux.daemon.attach import Attach, request_line
-from mcpmux.daemon.client import exchange, request
 from mcpmux.errors import DaemonUnavailable
 from tests.daemon.conftest import REPO, Daemon, cli, daemon_fixture  # noqa: F401 (the fixture)
 
@@ -258,8 +258,8 @@ class _Impostor:
 
 
 def _thin(path: Path, timeout_s: float = 5.0) -> object:
+    from mcpmux.attach.thin import ThinSession
     from mcpmux.config.models import Config
-    from mcpmux.daemon.thin import ThinSession
 
     config = Config(servers=(_counter_entry(),))
     return ThinSession.attached(config, config.servers[0], timeout_s=timeout_s, path=path)
@@ -282,7 +282,7 @@ INITIALIZED = b'{"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-
     ids=["http", "oversized", "silent", "refused", "garbage-initialize"],
 )
 def test_the_thin_client_takes_the_ordinary_path_before_anything_is_sent(tmp_path: Path, replies: list[bytes]) -> None:
-    from mcpmux.daemon.thin import NotThin
+    from mcpmux.attach.thin import NotThin
 
     path = tmp_path / "d.sock"
     impostor = _Impostor(path, replies)
@@ -295,7 +295,7 @@ def test_the_thin_client_takes_the_ordinary_path_before_anything_is_sent(tmp_pat
 
 
 def test_a_garbled_answer_to_the_call_is_exit_3_never_a_second_call(tmp_path: Path) -> None:
-    from mcpmux.daemon.thin import ThinSession
+    from mcpmux.attach.thin import ThinSession
 
     path = tmp_path / "d.sock"
     impostor = _Impostor(path, [ATTACHED, INITIALIZED, b"", b"{not json\n"])
@@ -310,7 +310,7 @@ def test_a_garbled_answer_to_the_call_is_exit_3_never_a_second_call(tmp_path: Pa
 
 
 def test_the_thin_client_refuses_a_world_writable_or_symlinked_socket(tmp_path: Path) -> None:
-    from mcpmux.daemon.thin import NotThin
+    from mcpmux.attach.thin import NotThin
 
     path = tmp_path / "d.sock"
     impostor = _Impostor(path, [ATTACHED])
@@ -338,8 +338,8 @@ INITIALIZE = {
 
 
 def _all_params(*servers: StdioServerConfig) -> dict[str, object]:
+    from mcpmux.attach.attach import AttachAll
     from mcpmux.config.models import Config
-    from mcpmux.daemon.attach import AttachAll
 
     return AttachAll("attack@/", Config(servers=servers)).params()
 
@@ -535,8 +535,8 @@ def test_a_hostile_tools_request_is_answered_with_an_error_and_nothing_is_spawne
 
 @pytest.mark.slow
 def test_the_thin_tools_list_takes_the_ordinary_path_on_a_garbled_answer(tmp_path: Path) -> None:
+    from mcpmux.attach.thin import NotThin, list_tools
     from mcpmux.config.models import Config
-    from mcpmux.daemon.thin import NotThin, list_tools
 
     config = Config(servers=(_counter_entry(),))
     for reply in (

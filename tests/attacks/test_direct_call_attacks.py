@@ -19,9 +19,9 @@ import pytest
 
 from mcpmux.gateway import Gateway
 from mcpmux.gateway.http import HttpOptions, serve_http
-from mcpmux.gateway.security import HttpSecurity
-from mcpmux.gateway.tokens import TokenStore
 from mcpmux.policy import StateStore
+from mcpmux.web.security import HttpSecurity
+from mcpmux.web.tokens import TokenStore
 from tests.gateway.conftest import gateway_over, rich_server
 from tests.gateway.test_direct_calls import Spy, call, hanging, odd_server, transcript
 from tests.gateway.test_responses import HEADERS, INIT

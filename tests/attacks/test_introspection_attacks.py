@@ -21,16 +21,17 @@ import pytest
 
 from mcpmux.config.models import ApprovalRule, SecurityConfig
 from mcpmux.errors import OAuthError
-from mcpmux.gateway import introspection
-from mcpmux.gateway.introspection import IntrospectionSettings, Introspector, _problem
-from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
-from mcpmux.gateway.tokens import TokenStore
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy import StateStore
 from mcpmux.policy.callers import Caller, matching_caller
 from mcpmux.policy.rules import Rules
+from mcpmux.types.models import ToolInfo
+from mcpmux.web import introspection
+from mcpmux.web.introspection import IntrospectionSettings, Introspector, _problem
+from mcpmux.web.security import HttpSecurity, SecurityMiddleware
+from mcpmux.web.tokens import TokenStore
 from tests.auth.world import OAuthWorld, oauth_world
-from tests.gateway.test_oauth_introspection import (
+from tests.peers.fixtures import free_port
+from tests.web.test_oauth_introspection import (
     DEADLINE_S,
     GATEWAY,
     GATEWAY_SECRET,
@@ -41,7 +42,6 @@ from tests.gateway.test_oauth_introspection import (
     token_of,
     whoami,
 )
-from tests.peers.fixtures import free_port
 
 pytestmark = [pytest.mark.anyio]
 

@@ -23,8 +23,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.types import Receive, Scope, Send
 
-from mcpmux.gateway.oauth_resource import ExternalTokens, OAuthResourceSettings
-from mcpmux.gateway.security import HttpSecurity, SecurityMiddleware
+from mcpmux.web.oauth_resource import ExternalTokens, OAuthResourceSettings
+from mcpmux.web.security import HttpSecurity, SecurityMiddleware
 from tests.peers.fixtures import http_thread
 
 pytestmark = [pytest.mark.anyio, pytest.mark.network]

@@ -20,8 +20,8 @@ from mcp.shared.exceptions import MCPError
 from mcpmux.config.models import Config, Settings, StdioServerConfig
 from mcpmux.errors import ToolDefinitionChanged
 from mcpmux.manager import Manager
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy import Guard, PinBook, StateStore
+from mcpmux.types.models import ToolInfo
 from tests.gateway.serving import MCPMUX, isolated_env
 
 pytestmark = pytest.mark.anyio

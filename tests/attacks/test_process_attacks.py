@@ -27,8 +27,8 @@ from mcp import ClientSession
 
 from mcpmux.config.models import Config, Settings, StdioServerConfig
 from mcpmux.manager import Manager
+from mcpmux.processes._reaper import AVAILABLE as REAPER_AVAILABLE
 from mcpmux.servers import build_server
-from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE
 from mcpmux.servers.workspace_exec import run_command
 from mcpmux.transports import open_transport
 from mcpmux.transports.inprocess import open_mcp_server

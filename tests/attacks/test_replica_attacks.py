@@ -20,8 +20,8 @@ import psycopg
 import pytest
 
 from tests.gateway.serving import Serving, mcpmux
-from tests.gateway.test_serve_http import INIT, MCP_HEADERS
 from tests.replicas.conftest import free_port, replica_config, start_replica
+from tests.serve.test_serve_http import INIT, MCP_HEADERS
 from tests.sources.conftest import postgres_server
 
 __all__ = ["postgres_server"]

@@ -5,7 +5,7 @@ Each face then asks for another one through the synthetic ``ev:read_resource`` t
 the Amplifier seed hands resources to a model: the library, the CLI (its own host, and through the
 daemon), the agent loop driven by a scripted model, and the REST API. Each read is refused before
 the server is asked and audited as denied; the document's text never comes back. (The gateway does
-not serve synthetic tools; its ``resources/read`` is checked in tests/gateway/test_security.py.)
+not serve synthetic tools; its ``resources/read`` is checked in tests/web/test_security.py.)
 """
 
 from __future__ import annotations

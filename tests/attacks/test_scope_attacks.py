@@ -1,7 +1,7 @@
 """A token's scopes hold on every face: a ``read`` token lists but never calls, over MCP too.
 
 One real ``mcpmux serve --http --ws`` (a fixture server behind it, a toolset at ``/mcp/kit``) and
-tokens made with ``mcpmux token create --scope``. The table (``mcpmux.gateway.tokens.grants``):
+tokens made with ``mcpmux token create --scope``. The table (``mcpmux.web.tokens.grants``):
 ``read`` lists and reads, ``execute`` calls tools, ``admin`` manages; ``admin`` includes ``execute``,
 which includes ``read``. Before, a ``read`` token called tools on ``/mcp``, its toolset paths and the
 WebSocket (only ``/api`` and ``/ui`` checked), and an ``admin``-only token was refused reads.

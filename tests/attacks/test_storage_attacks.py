@@ -117,7 +117,7 @@ def test_a_database_found_open_to_others_is_narrowed_and_said(tmp_path: Path, ca
     with StateStore(path) as store:
         AuditLog(store).query()  # opened (the store opens its file at the first use)
     path.chmod(0o644)
-    with caplog.at_level("WARNING", logger="mcpmux.storage"), StateStore(path) as store:
+    with caplog.at_level("WARNING", logger="mcpmux.store.sqlite"), StateStore(path) as store:
         AuditLog(store).query()
     assert _mode(path) == 0o600
     assert f"{path} was open to others (mode 644): now 0600" in caplog.text

@@ -23,9 +23,9 @@ from mcpmux.gateway import Gateway
 from mcpmux.policy.toolsets import toolset_named
 from mcpmux.testing import MockServer
 from tests.gateway.serving import Serving
-from tests.gateway.test_serve_http import INIT, MCP_HEADERS
 from tests.gateway.test_toolsets import host_of, servers
 from tests.gateway.test_toolsets_served import client_at, served  # noqa: F401 - the served gateway fixture
+from tests.serve.test_serve_http import INIT, MCP_HEADERS
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpmux.bridge.agent import AgentOptions, agent_session, describe_servers
+from mcpmux.agents.agent import AgentOptions, agent_session, describe_servers
 from mcpmux.bridge.loop import CANCELLED_RESULT, AgentLoop, LoopEvent, TextDelta, ToolFinished, ToolStarted
 from mcpmux.bridge.providers.openai import OpenAIProvider
 from mcpmux.config.models import BuiltinServerConfig, Config, LLMConfig, SecurityConfig

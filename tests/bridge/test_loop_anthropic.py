@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcpmux.bridge.agent import AgentOptions, agent_session
+from mcpmux.agents.agent import AgentOptions, agent_session
 from mcpmux.bridge.providers import make_provider
 from mcpmux.bridge.providers.anthropic import to_anthropic_messages
 from mcpmux.config.models import BuiltinServerConfig, Config, LLMConfig

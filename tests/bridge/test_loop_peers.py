@@ -10,7 +10,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from mcpmux.bridge.agent import AgentOptions, agent_session
+from mcpmux.agents.agent import AgentOptions, agent_session
 from mcpmux.bridge.providers.openai import OpenAIProvider
 from mcpmux.config.models import Config, LLMConfig, Settings, StdioServerConfig
 from mcpmux.policy import StateStore

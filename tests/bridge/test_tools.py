@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from mcpmux.bridge import ModelResult, ToolBridge, ToolSource
 from mcpmux.bridge.tools import shorten_description
 from mcpmux.errors import NameCollision, ToolNotFound
-from mcpmux.manager.models import ToolInfo
+from mcpmux.types.models import ToolInfo
 
 pytestmark = pytest.mark.anyio
 

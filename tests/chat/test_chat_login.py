@@ -14,7 +14,7 @@ import anyio
 import pytest
 from rich.console import Console
 
-from mcpmux.bridge.agent import AgentOptions, agent_session
+from mcpmux.agents.agent import AgentOptions, agent_session
 from mcpmux.chat.render import Renderer
 from mcpmux.chat.slash import ChatState, find
 from mcpmux.chat.slash_handlers import UsageError

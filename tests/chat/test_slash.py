@@ -14,7 +14,7 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from rich.console import Console
 
-from mcpmux.bridge.agent import AgentOptions, agent_session
+from mcpmux.agents.agent import AgentOptions, agent_session
 from mcpmux.bridge.providers.openai import OpenAIProvider
 from mcpmux.chat import slash_handlers
 from mcpmux.chat.completion import ChatCompleter

@@ -201,9 +201,9 @@ def test_importing_from_a_missing_file_is_a_usage_error_that_suggests_a_host(pro
 
 def test_requiring_auth_without_any_token_is_a_usage_error() -> None:
     from mcpmux.errors import UsageError, exit_code_for
-    from mcpmux.gateway.run import http_security
-    from mcpmux.gateway.tokens import TokenStore
     from mcpmux.policy import StateStore
+    from mcpmux.serve.run import http_security
+    from mcpmux.web.tokens import TokenStore
 
     with StateStore() as store, pytest.raises(UsageError, match="--auth requires a bearer token") as caught:
         http_security("127.0.0.1", TokenStore(store), require_auth=True)

@@ -20,7 +20,7 @@ from mcpmux.config.models import (
 )
 from mcpmux.manager import Manager, catalog as catalog_module
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
-from mcpmux.transports.sandbox import with_effective_sandbox
+from mcpmux.processes.sandbox import with_effective_sandbox
 
 MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 SCHEMA = {"type": "object"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mcpmux.cli.doctor import run_doctor
-from mcpmux.transports import sandbox as sandbox_module
+from mcpmux.processes import sandbox as sandbox_module
 
 pytestmark = pytest.mark.subprocess
 

@@ -53,9 +53,7 @@ class TestPrecedence:
         settings = load_config(cwd=tmp_path).settings
         assert (settings.timeout_ms, settings.retry_attempts) == (9000, 7)
 
-    def test_environment_variable_names_the_config_file(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
+    def test_environment_variable_names_the_config_file(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         path = write(tmp_path / "elsewhere.yaml", servers_yaml(("e", "env-e")))
         monkeypatch.setenv("MCPMUX_CONFIG", str(path))
         assert [s.role for s in config_sources(cwd=tmp_path)] == ["user", "project", "MCPMUX_CONFIG"]

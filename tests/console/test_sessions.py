@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from mcpmux.console.sessions import IDLE_TIMEOUT_S, MAX_AGE_S, Sessions, same_origin
-from mcpmux.gateway.security import Gatekeeper, HttpSecurity
-from mcpmux.gateway.tokens import TokenStore
 from mcpmux.policy import StateStore
+from mcpmux.web.security import Gatekeeper, HttpSecurity
+from mcpmux.web.tokens import TokenStore
 
 
 class Clock:

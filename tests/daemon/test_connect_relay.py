@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.timeout(600)
 
 WAIT_S = 120.0
 BIG = 5 * 1024 * 1024
-RELAY_MODULES = {"mcpmux", "mcpmux._lazy", "mcpmux.daemon"}  # the relay itself runs as __main__
+RELAY_MODULES = {"mcpmux", "mcpmux._lazy", "mcpmux._moved", "mcpmux._version", "mcpmux.daemon"}  # relay: __main__
 HEAVY_PREFIXES = ("pydantic", "mcp", "anyio", "click", "starlette", "httpx", "sqlalchemy", "yaml", "ruamel")
 IMPORT_HEADER = "import time: self [us] | cumulative | imported package"
 INITIALIZE = {

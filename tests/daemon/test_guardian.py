@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mcpmux.servers._reaper import AVAILABLE
+from mcpmux.processes._reaper import AVAILABLE
 from tests.attacks.test_process_attacks import DAEMONIZING_SERVER
 from tests.daemon.conftest import Daemon, cli
 from tests.daemon.test_daemon_lifecycle import _bump, _counter, _gone, _write_config

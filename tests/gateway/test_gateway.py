@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcpmux._private.mcp_sdk import lowlevel_server
 from mcpmux.config.models import SecurityConfig
-from mcpmux.gateway.caller import stdio_channel
+from mcpmux.web.caller import stdio_channel
 from tests.gateway.conftest import gateway_over, rich_server
 from tests.manager.conftest import dynamic_server, echo_server, stdio
 

@@ -262,7 +262,7 @@ def test_an_unknown_toolset_is_a_config_error_naming_the_known_ones() -> None:
 
 
 def test_toolset_patterns_are_case_sensitive_and_exact() -> None:
-    from mcpmux.manager.models import ToolInfo
+    from mcpmux.types.models import ToolInfo
 
     toolset = Toolset("t", tools=("fs:read_*",))
     tool = ToolInfo.make  # a plain definition under each name

@@ -19,8 +19,8 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.gateway.serving import MCPMUX, Serving, isolated_env, mcpmux, serve
-from tests.gateway.test_serve_http import INIT, MCP_HEADERS, _Streams
 from tests.peers.fixtures import inspector_cli, stdio_command
+from tests.serve.test_serve_http import INIT, MCP_HEADERS, _Streams
 
 pytestmark = [
     pytest.mark.xdist_group(__name__),

@@ -10,7 +10,7 @@ from mcpmux.config.models import ServerConfig, Settings
 from mcpmux.connection import ClientCallbacks, Connection
 from mcpmux.errors import ServerDisabled, ServerNotConfigured, ServerUnavailable
 from mcpmux.manager import Manager, ServerState
-from mcpmux.manager.events import ListChanged, StateChanged
+from mcpmux.types.events import ListChanged, StateChanged
 from tests.manager.conftest import dynamic_server, echo_server, factory, stdio
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcpmux.config.models import Settings
 from mcpmux.errors import Busy, CommandNotFound, ServerUnavailable, ToolNotFound
 from mcpmux.manager import Manager, ServerState
-from mcpmux.manager.events import ListChanged, StateChanged
+from mcpmux.types.events import ListChanged, StateChanged
 from tests.manager.conftest import dynamic_server, echo_server, factory, stdio
 
 pytestmark = pytest.mark.anyio

@@ -188,7 +188,7 @@ async def test_the_seed_shapes_mcpmanager_and_mcpclient_work_on_real_servers() -
 
 async def test_the_global_sandbox_applies_to_every_stdio_server() -> None:
     from mcpmux.config.models import SandboxConfig, SecurityConfig
-    from mcpmux.transports.sandbox import sandbox_backend
+    from mcpmux.processes.sandbox import sandbox_backend
 
     backend = sandbox_backend()
     if backend.name == "none":
@@ -206,7 +206,7 @@ async def test_the_global_sandbox_applies_to_every_stdio_server() -> None:
 
 async def test_the_sandbox_confines_the_builtin_workspaces_commands(tmp_path: Path) -> None:
     from mcpmux.config.models import BuiltinServerConfig, SandboxConfig, SecurityConfig
-    from mcpmux.transports.sandbox import sandbox_backend
+    from mcpmux.processes.sandbox import sandbox_backend
 
     backend = sandbox_backend()
     if backend.name == "none":

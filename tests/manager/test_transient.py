@@ -16,9 +16,9 @@ import pytest
 from mcpmux.config.models import Config, ServerConfig, Settings
 from mcpmux.errors import MCPMuxError
 from mcpmux.manager import Manager
-from mcpmux.manager.events import StateChanged
-from mcpmux.manager.models import ServerState
 from mcpmux.testing import MockServer
+from mcpmux.types.events import StateChanged
+from mcpmux.types.models import ServerState
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import mcp_types as types
 
 from mcpmux.config.models import ApprovalRule, SecurityConfig
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.callers import Caller, matching_caller
 from mcpmux.policy.rules import Rules
+from mcpmux.types.models import ToolInfo
 
 TOOL = ToolInfo("fs:write", "fs", types.Tool(name="write", input_schema={"type": "object"}))
 

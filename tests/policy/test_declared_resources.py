@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from mcpmux import Host
-from mcpmux.bridge.agent import describe_servers
+from mcpmux.agents.agent import describe_servers
 from mcpmux.config.models import Config, SecurityConfig, StdioServerConfig
 from mcpmux.errors import ResourceNotDeclared
 from mcpmux.policy import StateStore

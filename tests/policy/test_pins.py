@@ -9,9 +9,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.pins import PinBook, canonical_definition, definition_hash
 from mcpmux.policy.store import StateStore
+from mcpmux.types.models import ToolInfo
 
 
 @pytest.fixture

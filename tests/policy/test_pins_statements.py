@@ -15,11 +15,11 @@ from sqlalchemy import event
 
 from mcpmux.config.models import Config, StdioServerConfig
 from mcpmux.manager import Manager
-from mcpmux.manager.models import ToolInfo
 from mcpmux.manager.registry import ServerCatalog
 from mcpmux.policy import Guard
 from mcpmux.policy.pins import PinBook
 from mcpmux.policy.store import StateStore
+from mcpmux.types.models import ToolInfo
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from mcpmux.config.models import ApprovalRule, SecurityConfig, ServerSecurity, StdioServerConfig
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.rules import Rules
+from mcpmux.types.models import ToolInfo
 
 
 def tool(name: str, *, annotations: dict[str, Any] | None = None) -> ToolInfo:

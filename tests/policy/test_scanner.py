@@ -9,8 +9,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.scanner import Finding, scan_tool, scan_tools, suspect
+from mcpmux.types.models import ToolInfo
 
 DATA = Path(__file__).parent / "data"
 BENIGN: dict[str, list[dict[str, Any]]] = json.loads((DATA / "benign_tools.json").read_text())["servers"]

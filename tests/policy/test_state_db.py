@@ -14,10 +14,10 @@ from sqlalchemy import inspect
 
 from mcpmux.config.display import MASK
 from mcpmux.errors import ConfigError
-from mcpmux.gateway.tokens import TokenStore, hash_token
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy import Approvals, AuditLog, PinBook, StateStore
 from mcpmux.policy.approval import ApprovalScope
+from mcpmux.types.models import ToolInfo
+from mcpmux.web.tokens import TokenStore, hash_token
 from tests.sources.conftest import database_url, postgres_server
 
 __all__ = ["database_url", "postgres_server"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mcpmux.gateway.cluster import REREAD_S, Cluster, Replica, ReplicaOptions
 from mcpmux.policy import StateStore
+from mcpmux.serve.cluster import REREAD_S, Cluster, Replica, ReplicaOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.network, pytest.mark.peers]
 

@@ -25,10 +25,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.gateway.serving import Serving, mcpmux, serve
-from tests.gateway.test_serve_http import INIT, MCP_HEADERS, _Streams, text
 from tests.peers.fixtures import stdio_command
 from tests.replicas.conftest import RoundRobin, free_port, replica_config, replicas, start_replica
 from tests.replicas.nginx import start_nginx
+from tests.serve.test_serve_http import INIT, MCP_HEADERS, _Streams, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.subprocess, pytest.mark.network]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from mcpmux.errors import ConfigError
+from mcpmux.processes.confinement import Confinement, PathOutsideRoot
 from mcpmux.servers import build_server
-from mcpmux.servers.confinement import Confinement, PathOutsideRoot
 from tests.servers._client import call_error
 from tests.servers.conftest import SessionFactory
 

@@ -392,7 +392,7 @@ async def test_200_open_close_cycles_leak_no_file_descriptor() -> None:
 
 
 async def test_a_sandboxed_server_runs_through_the_sandbox_wrapper() -> None:
-    from mcpmux.transports.sandbox import sandbox_backend
+    from mcpmux.processes.sandbox import sandbox_backend
 
     if sandbox_backend().name not in ("bubblewrap", "landlock"):
         pytest.skip("no sandbox backend works on this machine")

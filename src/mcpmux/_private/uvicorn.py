@@ -6,7 +6,7 @@ needed and what would replace it:
 
 - :class:`HeadHooks` subclasses ``uvicorn.protocols.http.httptools_impl.HttpToolsProtocol`` and
   turns the life of a request head into hooks: the gateway bounds how long a head may take and
-  how large it may grow (:mod:`mcpmux.gateway.slowloris`), which uvicorn does not (with httptools),
+  how large it may grow (:mod:`mcpmux.web.slowloris`), which uvicorn does not (with httptools),
   and sends a fixed-length response's head and body in one write. It overrides the parser
   callbacks ``on_message_begin``, ``on_url``, ``on_header``, ``on_headers_complete``,
   ``on_response_complete``, ``send_400_response`` and the protocol's ``connection_made`` and

@@ -28,14 +28,14 @@ from mcpmux.api.models import (
     SyncResult,
     ToolOut,
 )
-from mcpmux.api.problems import ApiProblem, install
 from mcpmux.api.runtime import ApiRuntime
 from mcpmux.errors import MCPMuxError, NotFound
-from mcpmux.gateway.oauth_resource import API_SCOPE_PREFIX, ExternalTokenInfo
-from mcpmux.gateway.security import CALLER, Gatekeeper
-from mcpmux.gateway.tokens import TokenInfo, grants
 from mcpmux.policy.callers import Caller as GroupedCaller
 from mcpmux.sources.models import ExecutionMode, Source, SourceSpec, SourceTool
+from mcpmux.web.oauth_resource import API_SCOPE_PREFIX, ExternalTokenInfo
+from mcpmux.web.problems import ApiProblem, install
+from mcpmux.web.security import CALLER, Gatekeeper
+from mcpmux.web.tokens import TokenInfo, grants
 
 __all__ = ["API_PREFIX", "Caller", "create_app", "register_source"]
 
@@ -373,7 +373,7 @@ def _writable(rt: ApiRuntime, key: str) -> None:
 
 def _configured(rt: ApiRuntime, name: str) -> dict[str, Any]:
     server = next(s for s in rt.config.servers if s.name == name)
-    status = {s.name: s for s in rt.manager.status()}.get(name)
+    status = {s.name: s for s in rt.host.status()}.get(name)
     return {
         "id": name, "name": name, "description": server.description or "",
         "source_type": "openapi" if server.type == "openapi" else "mcp", "url": getattr(server, "url", None),

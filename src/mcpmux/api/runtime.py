@@ -1,6 +1,6 @@
-"""What the REST API runs on: the configuration, the source registry, one manager and its guard.
+"""What the REST API runs on: the configuration, the source registry, one host and its guard for face ``api``.
 
-Registered sources join the manager at start; a source added, synced, changed or removed through the
+Registered sources join the host at start; a source added, synced, changed or removed through the
 API joins or leaves it at once, and the guard is rebuilt so its rules, pins and audit cover it.
 """
 
@@ -14,13 +14,12 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from mcpmux.config.models import Config
-from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import Host
-from mcpmux.manager import Manager
 from mcpmux.policy import Approver, Guard, StateStore
 from mcpmux.sources.models import Source, SourceTool
 from mcpmux.sources.registry import SourceRegistry
 from mcpmux.sources.sync import sync_source
+from mcpmux.web.tokens import TokenStore
 
 __all__ = ["ApiRuntime", "open_runtime", "runtime_over"]
 
@@ -34,8 +33,8 @@ class ApiRuntime:
     Attributes:
         config: the configuration files' servers and policy (read-only through the API).
         registry: the source registry.
-        manager: every configured and registered server.
-        guard: policy over ``manager`` for face ``api``.
+        host: every configured and registered server.
+        guard: policy over ``host``'s servers for face ``api``.
         tokens: bearer tokens (the gateway's), or ``None`` for none.
         allow_process_sources: network callers may register sources that start a process (stdio).
         approver: asks a person when a REST call needs approval (the console's queue of held calls);
@@ -44,7 +43,7 @@ class ApiRuntime:
 
     config: Config
     registry: SourceRegistry
-    manager: Manager
+    host: Host
     guard: Guard
     store: StateStore
     tokens: TokenStore | None = None
@@ -61,19 +60,19 @@ class ApiRuntime:
         return await anyio.to_thread.run_sync(fn, *args)
 
     async def joined(self, source: Source) -> None:
-        """Make ``source`` (new or changed) one of the manager's servers."""
+        """Make ``source`` (new or changed) one of the host's servers."""
         async with self._lock:
             server = await self.registry_call(self.registry.server_config, source)
-            if any(s.name == source.name for s in self.manager.status()):
-                await self.manager.remove_server(source.name)
-            await self.manager.add_server(server, start=source.lifecycle == "singleton")
+            if any(s.name == source.name for s in self.host.status()):
+                await self.host.remove_server(source.name)
+            await self.host.add_server(server, start=source.lifecycle == "singleton")
             self._rebuild_guard()
 
     async def left(self, name: str) -> None:
-        """Take ``name`` out of the manager."""
+        """Take ``name`` out of the host."""
         async with self._lock:
-            if any(s.name == name for s in self.manager.status()):
-                await self.manager.remove_server(name)
+            if any(s.name == name for s in self.host.status()):
+                await self.host.remove_server(name)
             self._rebuild_guard()
 
     async def sync(self, key: str) -> list[SourceTool]:
@@ -83,7 +82,7 @@ class ApiRuntime:
         return tools
 
     def _rebuild_guard(self) -> None:
-        self.guard = Guard(self.manager, face="api", store=self.store, approver=self.approver)
+        self.guard = self.host.guard_for(face="api", store=self.store, approver=self.approver)
 
 
 @asynccontextmanager
@@ -103,7 +102,7 @@ async def open_runtime(
     merged = await anyio.to_thread.run_sync(registry.with_sources, config)
     state = store or StateStore.configured(config)
     async with Host(merged, face="api", store=state, wait=False, approver=approver) as host:
-        yield ApiRuntime(config, registry, host.manager, host, state, tokens, allow_process_sources, approver)
+        yield ApiRuntime(config, registry, host, host, state, tokens, allow_process_sources, approver)
 
 
 def runtime_over(
@@ -116,5 +115,5 @@ def runtime_over(
     approver: Approver | None = None,
 ) -> ApiRuntime:
     """A runtime over a host that runs already (the gateway's, for ``mcpmux serve --http``)."""
-    guard = Guard(host.manager, face="api", store=host.store, approver=approver)
-    return ApiRuntime(config, registry, host.manager, guard, host.store, tokens, allow_process_sources, approver)
+    guard = host.guard_for(face="api", store=host.store, approver=approver)
+    return ApiRuntime(config, registry, host, guard, host.store, tokens, allow_process_sources, approver)

@@ -1,7 +1,7 @@
 """The REST API as one ASGI app: its runtime started in the lifespan, behind the gateway's HTTP rules.
 
 The same ``Origin``/``Host`` checks, body cap and bearer tokens as ``/mcp``
-(:class:`~mcpmux.gateway.security.SecurityMiddleware`); a bind off loopback requires a token.
+(:class:`~mcpmux.web.security.SecurityMiddleware`); a bind off loopback requires a token.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from starlette.types import ASGIApp
 from mcpmux.api.app import create_app
 from mcpmux.api.runtime import ApiRuntime, open_runtime, runtime_over
 from mcpmux.config.models import Config
-from mcpmux.gateway.run import CONSOLE_PREFIX, ByPrefix
-from mcpmux.gateway.security import Gatekeeper, HttpSecurity, SecurityMiddleware
-from mcpmux.gateway.tokens import TokenStore
 from mcpmux.host import Host
 from mcpmux.policy import Approver, StateStore
 from mcpmux.sources.registry import SourceRegistry
+from mcpmux.web.mounts import CONSOLE_PREFIX, ByPrefix
+from mcpmux.web.security import Gatekeeper, HttpSecurity, SecurityMiddleware
+from mcpmux.web.tokens import TokenStore
 
 __all__ = ["ConsoleFactory", "build_api", "mounted_api"]
 

@@ -27,7 +27,7 @@ from mcpmux.bridge.results import ModelResult
 from mcpmux.bridge.tool_search import SEARCH_TOOL_NAME, ToolSelection
 from mcpmux.bridge.tools import BridgeTool, ToolBridge, ToolSource
 from mcpmux.errors import MCPMuxError
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
@@ -107,7 +107,7 @@ class AgentLoop:
     Args:
         source: where tools come from and calls go (the Guard).
         provider: the model.
-        system_prompt: the first message (see :func:`mcpmux.bridge.agent.describe_servers`).
+        system_prompt: the first message (see :func:`mcpmux.agents.agent.describe_servers`).
         max_turns: most model turns per ``send``.
         selection: which tools each request carries (search past a threshold).
         on_event: receives text deltas, call starts and ends, usage.

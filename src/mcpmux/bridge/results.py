@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "MEDIA_SUPPORT", "MediaPart", "ModelResult", "normalise_result"]
 

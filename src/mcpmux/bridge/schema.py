@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcpmux.bridge._gemini_schema import to_gemini_subset
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["MAX_REF_EXPANSIONS", "SCHEMA_PROFILES", "JSONObject", "normalise_schema"]
 

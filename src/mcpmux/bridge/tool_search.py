@@ -16,7 +16,7 @@ from typing import Generic, Protocol, TypeVar
 
 from mcpmux.bridge.results import ModelResult
 from mcpmux.bridge.tools import BridgeTool
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = [
     "DEFAULT_SEARCH_LIMIT",

@@ -17,12 +17,12 @@ import mcp_types as types
 
 from mcpmux.bridge.results import DEFAULT_MAX_RESULT_BYTES, ModelResult, normalise_result
 from mcpmux.bridge.schema import normalise_schema
-from mcpmux.json_shapes import JSONObject
 from mcpmux.provider_names import DEFAULT_SEPARATOR, NameTable
+from mcpmux.types.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     # Types only: the bridge talks to the manager through the ToolSource protocol.
-    from mcpmux.manager.models import ToolInfo
+    from mcpmux.types.models import ToolInfo
 
 __all__ = ["DESCRIPTION_LIMITS", "BridgeTool", "ToolBridge", "ToolHandler", "ToolSource", "shorten_description"]
 

@@ -20,7 +20,7 @@ from mcpmux.config.models import LLMConfig
 from mcpmux.sources.merge import with_registered
 
 if TYPE_CHECKING:
-    from mcpmux.bridge.agent import AgentOptions
+    from mcpmux.agents.agent import AgentOptions
     from mcpmux.bridge.providers import Provider
 
 __all__ = ["chat_cmd", "model_configured"]
@@ -60,7 +60,7 @@ def chat_cmd(
         k: v for k, v in {"provider": provider, "model": model or agent_model, "base_url": base_url}.items() if v
     }
     llm = config.llm.model_copy(update=overrides)
-    from mcpmux.bridge.agent import AgentOptions
+    from mcpmux.agents.agent import AgentOptions
     from mcpmux.bridge.providers import make_provider
 
     # A model that is named but cannot work (no key, no SDK) fails here, before any server starts;
@@ -78,7 +78,7 @@ def chat_cmd(
 async def _chat(config: Config, llm: LLMConfig, provider: Provider | None, options: AgentOptions) -> None:
     from rich.console import Console
 
-    from mcpmux.bridge.agent import agent_session
+    from mcpmux.agents.agent import agent_session
     from mcpmux.chat.interaction import ChatQuestions, prompt_asker
     from mcpmux.chat.render import Renderer
     from mcpmux.chat.repl import ChatRepl

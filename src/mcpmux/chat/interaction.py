@@ -13,8 +13,8 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from mcpmux.bridge.providers.client_requests import describe_sampling
-from mcpmux.json_shapes import JSONObject
 from mcpmux.policy import Answer, ApprovalRequest
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["Asker", "ChatQuestions", "prompt_asker"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from mcpmux.bridge.agent import AgentSession
+from mcpmux.agents.agent import AgentSession
 from mcpmux.chat.render import Renderer
 from mcpmux.chat.transcript import Transcript
 from mcpmux.config.models import LLMConfig

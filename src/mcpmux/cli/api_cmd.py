@@ -53,11 +53,11 @@ def api_cmd(
 
     from mcpmux.api.serve import build_api
     from mcpmux.config import load_config
-    from mcpmux.gateway.run import http_security
-    from mcpmux.gateway.security import is_loopback
-    from mcpmux.gateway.tokens import TokenStore
     from mcpmux.policy import StateStore
+    from mcpmux.serve.run import http_security
     from mcpmux.sources.registry import SourceRegistry
+    from mcpmux.web.security import is_loopback
+    from mcpmux.web.tokens import TokenStore
 
     host, _, port_text = http_addr.rpartition(":")
     if not host or not port_text.isdigit():

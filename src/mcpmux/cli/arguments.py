@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["call_arguments", "json_object"]
 

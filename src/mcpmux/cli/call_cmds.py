@@ -18,7 +18,7 @@ from mcpmux.cli.arguments import call_arguments
 from mcpmux.cli.completion import complete_servers, complete_tools
 from mcpmux.cli.output import emit, json_option, state
 from mcpmux.errors import EXIT_FAILED, EXIT_OK
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["call_cmd", "read_cmd"]
 
@@ -71,7 +71,7 @@ def call_cmd(
 
 def _print_wire_result(name: str, wire: JSONObject) -> int:
     """A ``tools/call`` result as the daemon sent it, printed as :func:`call_cmd` prints the SDK's."""
-    from mcpmux.daemon.thin import Wire
+    from mcpmux.attach.thin import Wire
 
     if state().json:
         import mcp_types
@@ -91,8 +91,8 @@ def _print_wire_result(name: str, wire: JSONObject) -> int:
 @json_option
 def read_cmd(server: str, uri: str) -> None:
     """Read resource URI of SERVER and print its contents."""
+    from mcpmux.attach.thin import Wire
     from mcpmux.cli.thin import thin_read
-    from mcpmux.daemon.thin import Wire
 
     wire = thin_read(server, uri)  # a warm server in the daemon: no SDK, no manager here
     if wire is not None:

@@ -20,7 +20,7 @@ from mcpmux.cli.host_cmds import run
 from mcpmux.cli.output import command_config, json_option, state
 from mcpmux.config import Config
 from mcpmux.errors import EXIT_FAILED, EXIT_OK
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -67,7 +67,7 @@ def run_cmd(
     llm = make_provider(configured.llm.model_copy(update=overrides), check=True)
 
     async def body(config: Config) -> LoopResult:
-        from mcpmux.bridge.agent import AgentOptions, agent_session
+        from mcpmux.agents.agent import AgentOptions, agent_session
         from mcpmux.cli.approval import terminal_approver
         from mcpmux.cli.connecting import daemon_factory
 

@@ -12,7 +12,7 @@ import click
 from mcpmux.cli.output import emit, json_option, out_console, state, table
 from mcpmux.config import config_sources, config_to_dict, load_config, load_file
 from mcpmux.errors import EXIT_OK, EXIT_USAGE, ConfigError, ConfigProblem
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 
 @click.group()

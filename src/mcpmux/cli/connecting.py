@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
     from mcpmux.config import Config
     from mcpmux.host import ConnectionFactory, Host
-    from mcpmux.manager import ServerStatus
     from mcpmux.policy import Guard
+    from mcpmux.types import ServerStatus
 
 __all__ = [
     "CONNECTION_FACTORY_KEY",
@@ -50,8 +50,8 @@ def daemon_factory(config: Config) -> ConnectionFactory | None:
     The one place a command chooses: ``--daemon``/``--no-daemon``, else ``MCPMUX_DAEMON``, else
     ``settings.daemon``.
     """
+    from mcpmux.attach.client import connection_factory
     from mcpmux.cli.output import state
-    from mcpmux.daemon.client import connection_factory
 
     return connection_factory(config, state().daemon)
 

@@ -18,7 +18,7 @@ import click
 from mcpmux.cli.output import command_config, emit, json_option, state, table
 from mcpmux.cli.running import run as run_to_end
 from mcpmux.errors import EXIT_UNREACHABLE, DaemonUnavailable
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["connect_cmd", "daemon"]
 
@@ -71,7 +71,7 @@ def run_cmd(linger: float | None) -> None:
 @json_option
 def start_cmd(linger: float | None) -> None:
     """Start the daemon in the background unless one runs; print its pid and socket."""
-    from mcpmux.daemon.client import start_daemon
+    from mcpmux.attach.client import start_daemon
 
     status = run_to_end(start_daemon, linger)
     emit(status, lambda: click.echo(f"mcpmux daemon running (pid {status['pid']}) on {status['socket']}"))
@@ -90,7 +90,7 @@ def stop_cmd() -> None:
 @json_option
 def restart_cmd(linger: float | None) -> None:
     """Stop the daemon if it runs, then start a fresh one."""
-    from mcpmux.daemon.client import start_daemon
+    from mcpmux.attach.client import start_daemon
 
     _stop()
     status = run_to_end(start_daemon, linger)
@@ -102,8 +102,8 @@ def restart_cmd(linger: float | None) -> None:
 @click.pass_context
 def status_cmd(ctx: click.Context) -> None:
     """The daemon's pid, clients and warm servers (exit 3 when it is not running)."""
-    from mcpmux.daemon.attach import STATUS
-    from mcpmux.daemon.client import request
+    from mcpmux.attach.attach import STATUS
+    from mcpmux.attach.client import request
 
     try:
         status = run_to_end(request, STATUS)
@@ -126,9 +126,9 @@ def _print_status(status: JSONObject) -> None:
 
 
 def _stop() -> JSONObject:
-    from mcpmux.daemon.attach import STOP
-    from mcpmux.daemon.client import request
-    from mcpmux.daemon.paths import lock_path
+    from mcpmux.attach.attach import STOP
+    from mcpmux.attach.client import request
+    from mcpmux.attach.paths import lock_path
     from mcpmux.daemon.service import already_serving
 
     try:

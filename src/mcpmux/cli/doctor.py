@@ -31,13 +31,13 @@ import sys
 
 import click
 
-from mcpmux import __version__
+from mcpmux._version import __version__
 from mcpmux.cli import doctor_checks as checks
 from mcpmux.cli.output import emit, err_console, json_option, state, table
 from mcpmux.cli.running import run as run_to_end
 from mcpmux.config import Config, load_config
 from mcpmux.errors import EXIT_FAILED, EXIT_OK, ConfigError
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["doctor_cmd", "run_doctor"]
 

@@ -18,8 +18,8 @@ from mcpmux.canonical_names import canonical_name
 from mcpmux.config import Config, ServerConfig, StdioServerConfig, config_sources, load_file
 from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.errors import AuthRequired, CommandNotFound, ConfigError, MCPMuxError, MCPTimeoutError, NameCollision
-from mcpmux.json_shapes import JSONObject
 from mcpmux.provider_names import DEFAULT_SEPARATOR, PROFILES, NameTable, provider_name
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = [
     "check_config_files",
@@ -75,7 +75,7 @@ def check_sandbox(config: Config | None) -> tuple[JSONObject, list[JSONObject]]:
     """The sandbox backend sandboxed servers get here, probed for real (bubblewrap runs, else
     Landlock); an error only when the config asks for a sandbox and none works.
     """
-    from mcpmux.transports.sandbox import sandbox_backend
+    from mcpmux.processes.sandbox import sandbox_backend
 
     backend = sandbox_backend()
     available = backend.name != "none"
@@ -179,7 +179,7 @@ def _failure(server: ServerConfig, config: Config, exc: MCPMuxError) -> JSONObje
 def _sandbox_note(server: ServerConfig, config: Config) -> str | None:
     if not isinstance(server, StdioServerConfig):
         return None
-    from mcpmux.transports.sandbox import package_runner_note
+    from mcpmux.processes.sandbox import package_runner_note
 
     boxed = with_effective_sandbox(server, config.security)
     return package_runner_note(boxed) if isinstance(boxed, StdioServerConfig) else None

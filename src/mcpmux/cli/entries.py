@@ -19,7 +19,7 @@ from mcpmux.config.loader import config_sources
 from mcpmux.config.parse import read_data
 from mcpmux.config.paths import project_config_file, user_config_file
 from mcpmux.errors import ServerNotConfigured
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = [
     "SCOPES",

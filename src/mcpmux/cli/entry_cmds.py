@@ -32,7 +32,7 @@ from mcpmux.cli.output import json_option
 from mcpmux.config.edit import ConfigDocument
 from mcpmux.config.formats import normalise_document
 from mcpmux.errors import ConfigError, ConfigProblem, ServerNotConfigured
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = [
     "add_cmd",

@@ -21,7 +21,7 @@ from mcpmux.config.edit import ConfigDocument
 from mcpmux.config.formats import normalise_document
 from mcpmux.config.parse import read_data
 from mcpmux.errors import EXIT_OK, ConfigError, MCPMuxError, exit_code_for
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["add_from_registry", "add_interactively", "registry_variables"]
 

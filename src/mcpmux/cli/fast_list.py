@@ -25,7 +25,7 @@ from mcpmux.config.models import (
     ServerConfig,
 )
 from mcpmux.config.paths import data_dir
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["cached_tool_names", "catalog_rows", "emit_lazy_list", "lazy_rows"]
 

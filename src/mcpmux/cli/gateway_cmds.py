@@ -16,8 +16,8 @@ from mcpmux.errors import ConfigError, ConfigProblem, NotFound, closest
 from mcpmux.sources.merge import with_registered
 
 if TYPE_CHECKING:
-    from mcpmux.gateway.introspection import Introspector
-    from mcpmux.gateway.oauth_resource import ExternalTokens
+    from mcpmux.web.introspection import Introspector
+    from mcpmux.web.oauth_resource import ExternalTokens
 
 CLIENT_SECRET_ENV = "MCPMUX_OAUTH_CLIENT_SECRET"
 
@@ -157,18 +157,18 @@ def serve_cmd(
     waiting call of another replica is forwarded to it over its --advertise URL.
     """
     from mcpmux.gateway.http import HttpOptions
-    from mcpmux.gateway.run import ServeOptions, http_security, serve
     from mcpmux.gateway.runtime import loop_options, quiet_sdk_tracing
-    from mcpmux.gateway.security import HttpSecurity
-    from mcpmux.gateway.tokens import TokenStore
     from mcpmux.policy import StateStore
     from mcpmux.policy.toolsets import toolset_named
+    from mcpmux.serve.run import ServeOptions, http_security, serve
+    from mcpmux.web.security import HttpSecurity
+    from mcpmux.web.tokens import TokenStore
 
     if (sse or json_response) and http_addr is None:
         raise click.UsageError("--sse and --json-response need --http")
     replica = None
     if replica_id is not None or advertise is not None:
-        from mcpmux.gateway.cluster import ReplicaOptions
+        from mcpmux.serve.cluster import ReplicaOptions
 
         if http_addr is None:
             raise click.UsageError("--replica-id and --advertise need --http (replicas forward over HTTP)")
@@ -299,7 +299,7 @@ def _console_factory(config: Config, db_url: str | None, no_api: bool, allow_pro
 
 
 def _external_tokens(issuer: str | None, resource: str | None, groups_claim: str) -> ExternalTokens | None:
-    from mcpmux.gateway.oauth_resource import ExternalTokens, OAuthResourceSettings
+    from mcpmux.web.oauth_resource import ExternalTokens, OAuthResourceSettings
 
     if issuer is None and resource is None:
         return None
@@ -312,7 +312,7 @@ def _introspection(
     external: ExternalTokens, client_id: str | None, endpoint: str | None, ttl_s: float, allow_private: bool
 ) -> Introspector | None:
     """The introspector of ``--oauth-client-id`` (its secret from the environment, never the command line)."""
-    from mcpmux.gateway.introspection import IntrospectionSettings, Introspector
+    from mcpmux.web.introspection import IntrospectionSettings, Introspector
 
     if client_id is None:
         if endpoint is not None:
@@ -326,7 +326,7 @@ def _introspection(
 
 
 def _tcp(value: str | None, without_tokens: bool) -> tuple[str, int] | None:
-    from mcpmux.gateway.security import is_loopback
+    from mcpmux.web.security import is_loopback
 
     if value is None:
         return None
@@ -370,8 +370,8 @@ def token() -> None:
 @json_option
 def token_create(name: str, can_approve: bool, scopes: tuple[str, ...], toolsets: tuple[str, ...] = ()) -> None:
     """Create a token called NAME and print it (it is shown only this once)."""
-    from mcpmux.gateway.tokens import DEFAULT_API_SCOPES, TokenStore
     from mcpmux.policy.toolsets import toolset_named
+    from mcpmux.web.tokens import DEFAULT_API_SCOPES, TokenStore
 
     if toolsets:
         config = load_config(state().config_path)
@@ -401,7 +401,7 @@ def token_create(name: str, can_approve: bool, scopes: tuple[str, ...], toolsets
 @json_option
 def token_list() -> None:
     """List the tokens (names and creation times; never the tokens)."""
-    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.web.tokens import TokenStore
 
     with command_state_store() as store:
         tokens = TokenStore(store).list()
@@ -426,7 +426,7 @@ def token_list() -> None:
 @json_option
 def token_revoke(name: str) -> None:
     """Revoke the token called NAME (a running 'mcpmux serve' refuses it from its next request)."""
-    from mcpmux.gateway.tokens import TokenStore
+    from mcpmux.web.tokens import TokenStore
 
     with command_state_store() as store:
         tokens = TokenStore(store)

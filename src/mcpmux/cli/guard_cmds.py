@@ -15,7 +15,7 @@ from mcpmux.cli.completion import complete_servers, complete_tools
 from mcpmux.cli.host_cmds import managed, run
 from mcpmux.cli.output import command_state_store, emit, json_option, table
 from mcpmux.config import Config
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from mcpmux.policy import Finding

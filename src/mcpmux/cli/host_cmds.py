@@ -25,12 +25,12 @@ from mcpmux.cli.tool_view import print_tool, tool_json
 from mcpmux.config import Config
 from mcpmux.config.display import mask_secrets
 from mcpmux.errors import EXIT_FAILED, EXIT_OK, ApprovalDenied, MCPMuxError, NameNotQualified, ToolNotFound, closest
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from mcpmux.host import Host
-    from mcpmux.manager import ServerStatus
     from mcpmux.policy import Approver
+    from mcpmux.types import ServerStatus
 
 _T = TypeVar("_T")
 
@@ -62,9 +62,9 @@ async def managed(
     that is not usable is a warning on stderr.
     """
     from mcpmux.cli.approval import terminal_approver
-    from mcpmux.connection.callbacks import ClientCallbacks
     from mcpmux.host import Host
     from mcpmux.policy import ChainedApprovals
+    from mcpmux.types.callbacks import ClientCallbacks
 
     # An upstream mcpmux's approval questions are answered here, once (mcpmux.policy.chained).
     callbacks = ClientCallbacks(elicitation=ChainedApprovals())
@@ -131,7 +131,7 @@ def list_cmd() -> None:
 
 def _with_usage(status: ServerStatus) -> JSONObject:
     """The status row plus ``usage`` (RSS, CPU seconds, processes of a stdio child's tree, else null)."""
-    from mcpmux.manager.usage import process_usage
+    from mcpmux.processes.usage import process_usage
 
     usage = process_usage(status.pid)
     return {**status.to_json(), "usage": usage.to_json() if usage is not None else None}

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from mcpmux import __version__
+from mcpmux._version import __version__
 from mcpmux.cli.output import CliState, masked_output
 from mcpmux.errors import EXIT_INTERRUPTED, EXIT_USAGE, MCPMuxError, exit_code_for
 

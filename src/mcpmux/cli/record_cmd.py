@@ -28,9 +28,9 @@ def record_cmd(name: str, output: Path, http_addr: str | None) -> None:
     """
     from mcpmux.cli.gateway_cmds import _address
     from mcpmux.gateway.http import HttpOptions
-    from mcpmux.gateway.run import ServeOptions, serve
     from mcpmux.gateway.runtime import quiet_sdk_tracing
     from mcpmux.policy import StateStore
+    from mcpmux.serve.run import ServeOptions, serve
     from mcpmux.testing.recording import Recorder
 
     config = load_config(state().config_path)

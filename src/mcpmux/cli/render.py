@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mcpmux.cli.output import clip, out_console, table
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from mcpmux.manager import PromptInfo, ResourceInfo, ToolInfo
     from mcpmux.probe import ProbeReport
+    from mcpmux.types import PromptInfo, ResourceInfo, ToolInfo
 
 DESCRIPTION_WIDTH = 72
 

@@ -15,7 +15,7 @@ from mcpmux.cli.output import command_config, emit, json_option
 from mcpmux.config import Config, StdioServerConfig, config_to_dict
 from mcpmux.config.display import MASK, mask_secrets, redact
 from mcpmux.config.paths import server_log_file
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 STDERR_TAIL_LINES = 20
 
@@ -52,7 +52,7 @@ def show_cmd(name: str) -> None:
 
 
 def _usage(pid: int | None) -> JSONObject | None:
-    from mcpmux.manager.usage import process_usage
+    from mcpmux.processes.usage import process_usage
 
     usage = process_usage(pid)
     return usage.to_json() if usage is not None else None

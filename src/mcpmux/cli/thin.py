@@ -1,4 +1,4 @@
-"""``mcpmux call``, ``read`` and ``tools`` through a running daemon, the light way (:mod:`mcpmux.daemon.thin`).
+"""``mcpmux call``, ``read`` and ``tools`` through a running daemon, the light way (:mod:`mcpmux.attach.thin`).
 
 A one-shot command of a warm server then imports neither the SDK nor the manager, the guard or
 the state store: the daemon's guard does the policy, validation, approvals and audit (its rows
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcpmux.cli.output import command_config, redact_logs, state
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from mcpmux.config.models import Config, ServerConfig
@@ -31,8 +31,8 @@ REPLY_MARGIN_S = 30.0
 
 
 def _server(config: Config, name: str) -> ServerConfig | None:
+    from mcpmux.attach.attach import daemon_mode, servable
     from mcpmux.config.effective import with_effective_sandbox
-    from mcpmux.daemon.attach import daemon_mode, servable
 
     if daemon_mode(config, state().daemon) == "off":
         return None
@@ -86,7 +86,7 @@ def thin_read(server_name: str, uri: str) -> JSONObject | None:
 def thin_tools(target: str) -> list[Any] | None:
     """The tools of SERVER (or of the one server owning SERVER:TOOL) as the daemon's guard lists them,
     under this configuration's names; ``None``: take the ordinary path."""
-    from mcpmux.daemon.thin import NotThin, list_tools
+    from mcpmux.attach.thin import NotThin, list_tools
 
     config = command_config()
     name = target
@@ -128,7 +128,7 @@ def _known(
     Not kept when the daemon keeps none (or its instance is not warm): the command loads its
     configuration. A result of ``None``: the ordinary path answers, as for :func:`_through_daemon`.
     """
-    from mcpmux.daemon.thin import NotThin, ThinSession
+    from mcpmux.attach.thin import NotThin, ThinSession
 
     session = ThinSession.known(key, name)
     try:
@@ -154,7 +154,7 @@ def _through_daemon(
     yes: bool,
     key: str | None = None,
 ) -> JSONObject | None:
-    from mcpmux.daemon.thin import NotThin, ThinSession
+    from mcpmux.attach.thin import NotThin, ThinSession
 
     state().secrets = config.secret_values
     redact_logs(config.secret_values)
@@ -197,8 +197,8 @@ def _exchange(
     session: Any, name: str, method: str, params: JSONObject, canonical: str, yes: bool, secrets: frozenset[str]
 ) -> JSONObject | None:
     """The request on an attached session; ``None``: the ordinary path answers (nothing ran)."""
+    from mcpmux.attach.thin import NotThin
     from mcpmux.cli import render
-    from mcpmux.daemon.thin import NotThin
     from mcpmux.errors import MCPMuxError
 
     try:

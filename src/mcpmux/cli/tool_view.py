@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 import click
 
 from mcpmux.cli.output import out_console, table
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 if TYPE_CHECKING:
-    from mcpmux.manager import ToolInfo
+    from mcpmux.types import ToolInfo
 
 __all__ = ["print_tool", "schema_rows", "tool_json"]
 

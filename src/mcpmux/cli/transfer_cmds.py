@@ -44,7 +44,7 @@ from mcpmux.config.literal_secrets import secrets_to_references
 from mcpmux.config.loader import DEFAULT_SERVERS, config_sources
 from mcpmux.config.parse import read_data
 from mcpmux.errors import NotFound, UsageError, closest
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["configured_servers", "export_cmd", "import_cmd"]
 

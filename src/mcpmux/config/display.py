@@ -15,7 +15,7 @@ from pydantic import BaseModel, SecretStr
 
 from mcpmux.config.effective import effective_policy
 from mcpmux.config.models import Config
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = [
     "MASK",

@@ -21,7 +21,7 @@ from mcpmux.config.models import (
     ServerSecurity,
     StdioServerConfig,
 )
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["effective_policy", "effective_sandbox", "fingerprint", "with_effective_sandbox"]
 

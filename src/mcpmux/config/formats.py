@@ -23,7 +23,7 @@ from mcpmux.config.envfile import read_env_file
 from mcpmux.config.manifests import registry_server
 from mcpmux.config.parse import PathPart, format_path
 from mcpmux.errors import ConfigError, ConfigProblem
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["Document", "RawServer", "normalise_document"]
 

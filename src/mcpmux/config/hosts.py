@@ -33,7 +33,7 @@ from mcpmux.config.formats import normalise_document
 from mcpmux.config.interpolate import expand
 from mcpmux.config.parse import read_data
 from mcpmux.errors import ConfigError, ConfigProblem
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = [
     "HOSTS",

@@ -42,7 +42,7 @@ from mcpmux.config.models import (
 from mcpmux.config.parse import PathPart, format_path, line_of, read_data
 from mcpmux.config.paths import ConfigSource, config_sources
 from mcpmux.errors import ConfigError, ConfigProblem
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["DEFAULT_SERVERS", "ConfigSource", "config_sources", "load_config", "load_file"]
 

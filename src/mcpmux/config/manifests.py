@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from mcpmux.config.document import Document, RawServer
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["registry_server"]
 

@@ -10,17 +10,6 @@ from typing import TYPE_CHECKING
 from mcpmux._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from mcpmux.connection.callbacks import (
-        ClientCallbacks as ClientCallbacks,
-        ElicitationCallback as ElicitationCallback,
-        ListChangedCallback as ListChangedCallback,
-        ListKind as ListKind,
-        LogCallback as LogCallback,
-        ProgressCallback as ProgressCallback,
-        ResourceUpdatedCallback as ResourceUpdatedCallback,
-        RootsCallback as RootsCallback,
-        SamplingCallback as SamplingCallback,
-    )
     from mcpmux.connection.connection import (
         CLIENT_INFO as CLIENT_INFO,
         MAX_PAGES as MAX_PAGES,
@@ -33,6 +22,17 @@ if TYPE_CHECKING:
     from mcpmux.connection.results import (
         ToolResult as ToolResult,
         raise_for_tool_error as raise_for_tool_error,
+    )
+    from mcpmux.types.callbacks import (
+        ClientCallbacks as ClientCallbacks,
+        ElicitationCallback as ElicitationCallback,
+        ListChangedCallback as ListChangedCallback,
+        ListKind as ListKind,
+        LogCallback as LogCallback,
+        ProgressCallback as ProgressCallback,
+        ResourceUpdatedCallback as ResourceUpdatedCallback,
+        RootsCallback as RootsCallback,
+        SamplingCallback as SamplingCallback,
     )
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -22,7 +22,7 @@ from mcp.client.session import (
     SamplingFnT,
 )
 
-from mcpmux.connection.callbacks import (
+from mcpmux.types.callbacks import (
     ClientCallbacks,
     ElicitationCallback,
     ListKind,

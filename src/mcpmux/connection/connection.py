@@ -35,11 +35,11 @@ from mcpmux.connection._lean import LeanPath, lean_enabled
 from mcpmux.connection._listen import FIRST_LISTEN_TIMEOUT_S, Listener
 from mcpmux.connection._routing import build_hooks
 from mcpmux.connection._streams import StreamWatch
-from mcpmux.connection.callbacks import ClientCallbacks
 from mcpmux.connection.info import ConnectionInfo
 from mcpmux.errors import MCPMuxError, MCPTimeoutError, ProtocolError, ServerError, TransportError
-from mcpmux.json_shapes import JSONObject
 from mcpmux.transports.base import TransportStreams
+from mcpmux.types.callbacks import ClientCallbacks
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["CLIENT_INFO", "CLOSE_TIMEOUT_S", "MAX_PAGES", "Connection", "TransportFactory"]
 

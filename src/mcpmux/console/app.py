@@ -24,9 +24,9 @@ from starlette.types import ASGIApp
 from mcpmux.console import live, pages
 from mcpmux.console.context import PREFIX, ConsoleContext, SecurityHeaders, templates
 from mcpmux.console.sessions import Sessions
-from mcpmux.gateway.security import Gatekeeper, HttpSecurity
 from mcpmux.policy import Guard
 from mcpmux.policy.pending import PendingApprovals
+from mcpmux.web.security import Gatekeeper, HttpSecurity
 
 __all__ = ["PREFIX", "build_console"]
 

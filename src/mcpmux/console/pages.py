@@ -22,7 +22,6 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 
 from mcpmux.api.app import register_source
 from mcpmux.api.models import SourceCreate
-from mcpmux.api.problems import ApiProblem
 from mcpmux.bridge.tool_search import ToolIndex
 from mcpmux.bridge.tools import ToolBridge
 from mcpmux.console.context import PREFIX, ConsoleContext, form_of, page, set_session_cookie
@@ -30,11 +29,12 @@ from mcpmux.console.forms import RAW_FIELD, arguments_from, fields_of
 from mcpmux.console.render import blocks_of
 from mcpmux.console.sessions import COOKIE, Session, same_origin
 from mcpmux.errors import MCPMuxError, NotFound, UsageError
-from mcpmux.manager import ServerState
-from mcpmux.manager.usage import process_usage
 from mcpmux.policy import Answer
 from mcpmux.policy.audit import AuditRow
 from mcpmux.policy.scanner import scan_tool
+from mcpmux.processes.usage import process_usage
+from mcpmux.types import ServerState
+from mcpmux.web.problems import ApiProblem
 
 __all__ = ["ROUTES"]
 

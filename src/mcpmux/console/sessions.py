@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from mcpmux.gateway.security import Gatekeeper
-from mcpmux.gateway.tokens import grants
+from mcpmux.web.security import Gatekeeper
+from mcpmux.web.tokens import grants
 
 __all__ = ["COOKIE", "IDLE_TIMEOUT_S", "MAX_AGE_S", "Session", "Sessions", "same_origin"]
 

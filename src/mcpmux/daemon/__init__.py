@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 from mcpmux._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from mcpmux.daemon.attach import Attach as Attach, daemon_mode as daemon_mode
-    from mcpmux.daemon.client import (
+    from mcpmux.attach.attach import Attach as Attach, daemon_mode as daemon_mode
+    from mcpmux.attach.client import (
         DaemonClient as DaemonClient,
         connection_factory as connection_factory,
         request as request,
         start_daemon as start_daemon,
     )
-    from mcpmux.daemon.paths import runtime_dir as runtime_dir, socket_path as socket_path
+    from mcpmux.attach.paths import runtime_dir as runtime_dir, socket_path as socket_path
     from mcpmux.daemon.service import DaemonOptions as DaemonOptions, serve_daemon as serve_daemon
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

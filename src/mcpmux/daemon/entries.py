@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["connect_entries", "mcpmux_command"]
 

@@ -1,9 +1,9 @@
 """The digest of everything a command's configuration load reads, so a warm call can skip the load.
 
-A one-shot command through a running daemon (:mod:`mcpmux.daemon.thin`) spends most of its time
+A one-shot command through a running daemon (:mod:`mcpmux.attach.thin`) spends most of its time
 loading the configuration: Python building the configuration's models, then validating the files.
 The daemon holds the attach that an earlier command of the *same inputs* sent, keyed by this
-digest (:data:`~mcpmux.daemon.wire.ATTACH_KNOWN`); a command whose digest it holds sends only the
+digest (:data:`~mcpmux.attach.wire.ATTACH_KNOWN`); a command whose digest it holds sends only the
 digest and the server's name, and imports neither pydantic nor the models.
 
 The digest covers every input of the load and of the command's choice of the daemon: this
@@ -23,7 +23,7 @@ import json
 import os
 from pathlib import Path
 
-from mcpmux import __version__
+from mcpmux._version import __version__
 from mcpmux.config.paths import config_sources
 
 __all__ = ["KEY_CHARS", "config_key"]

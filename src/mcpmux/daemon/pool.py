@@ -3,7 +3,7 @@
 An instance is a :class:`~mcpmux.Host` over that one server (bare names: its prefix is empty) with a
 :class:`~mcpmux.gateway.Gateway` in front, so every client gets the server's own surface through the
 daemon's guard (policy, pins, approvals, audit naming the client). Instances are keyed by the
-entry's fingerprint (:class:`~mcpmux.daemon.attach.Attach`): a client whose configuration changed
+entry's fingerprint (:class:`~mcpmux.attach.attach.Attach`): a client whose configuration changed
 the entry gets a new instance, and the old one of that ``(origin, server)`` slot stops as soon as
 its last client leaves; entries that did not change keep running. ``share: per-client`` (and
 ``per-call``) entries get one instance per connection, stopped when it closes. A shared instance
@@ -21,12 +21,12 @@ from dataclasses import dataclass, field, replace
 import anyio
 import anyio.abc
 
+from mcpmux.attach.attach import Attach
 from mcpmux.config.models import Config
-from mcpmux.daemon.attach import Attach
 from mcpmux.gateway import Downstream, Gateway
 from mcpmux.host import Host
-from mcpmux.json_shapes import JSONObject
 from mcpmux.policy import StateStore
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["REAP_INTERVAL_S", "Instance", "Pool", "Refused"]
 

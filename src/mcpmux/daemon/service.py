@@ -30,8 +30,7 @@ import anyio.abc
 from anyio.abc import SocketAttribute
 from anyio.streams.buffered import BufferedByteStream
 
-from mcpmux.config.models import DEFAULT_MAX_MESSAGE_BYTES
-from mcpmux.daemon.attach import (
+from mcpmux.attach.attach import (
     ATTACH,
     ATTACH_ALL,
     ATTACH_KNOWN,
@@ -44,18 +43,17 @@ from mcpmux.daemon.attach import (
     error_reply,
     result_reply,
 )
+from mcpmux.attach.paths import socket_path
+from mcpmux.attach.wire import UNKNOWN_KEY
+from mcpmux.config.models import DEFAULT_MAX_MESSAGE_BYTES
 from mcpmux.daemon.known import KEY_CHARS
-from mcpmux.daemon.paths import socket_path
 from mcpmux.daemon.peer import peer_credentials
 from mcpmux.daemon.pool import REAP_INTERVAL_S, Instance, Pool, Refused
 from mcpmux.daemon.session import serve_all, tagged
 from mcpmux.daemon.watchdog import Watchdog
-from mcpmux.daemon.wire import UNKNOWN_KEY
 from mcpmux.errors import ConfigError, MCPMuxError
-from mcpmux.gateway.caller import LocalCaller
-from mcpmux.json_shapes import JSONObject
 from mcpmux.policy import StateStore
-from mcpmux.servers._reaper import (
+from mcpmux.processes._reaper import (
     AVAILABLE as REAPER_AVAILABLE,
     GUARDIAN_ENV,
     SWEEP_SIGNAL,
@@ -64,6 +62,8 @@ from mcpmux.servers._reaper import (
     has_children,
 )
 from mcpmux.transports.tcp import framed_streams
+from mcpmux.types.json_shapes import JSONObject
+from mcpmux.web.caller import LocalCaller
 
 __all__ = [
     "ATTACH_TIMEOUT_S",
@@ -103,7 +103,7 @@ class DaemonOptions:
 def guardian_command(argv: list[str]) -> list[str] | None:
     """``argv`` (the daemon's command) run under a guardian, or ``None`` when it runs as it is.
 
-    On Linux the daemon runs as the child of a guardian (:mod:`mcpmux.servers._reaper`), the one
+    On Linux the daemon runs as the child of a guardian (:mod:`mcpmux.processes._reaper`), the one
     reaper of the daemon and all its servers, which then need no reaper process each; it ends
     whatever the daemon leaves behind, however the daemon ended. ``None`` elsewhere, and in the
     guardian's own child.

@@ -20,18 +20,18 @@ from anyio.streams.buffered import BufferedByteStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
+from mcpmux.attach.attach import Attach, AttachAll, servable
 from mcpmux.config.models import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig, Settings
-from mcpmux.connection.callbacks import ClientCallbacks
 from mcpmux.connection.connection import Connection
-from mcpmux.daemon.attach import Attach, AttachAll, servable
 from mcpmux.daemon.pool import Instance, Pool, Refused
 from mcpmux.errors import ConnectFailed, MCPMuxError
 from mcpmux.gateway import Downstream, Gateway
-from mcpmux.gateway.caller import LocalCaller
 from mcpmux.host import Host
 from mcpmux.policy import StateStore
 from mcpmux.transports import TransportStreams
 from mcpmux.transports.tcp import framed_streams
+from mcpmux.types.callbacks import ClientCallbacks
+from mcpmux.web.caller import LocalCaller
 
 __all__ = ["Item", "serve_all", "tagged"]
 

@@ -23,8 +23,7 @@ import socket
 import sys
 from pathlib import Path
 
-from mcpmux.config.models import Config, DaemonMode, ServerConfig
-from mcpmux.daemon.attach import (
+from mcpmux.attach.attach import (
     ATTACH,
     ATTACH_ALL,
     MAX_ATTACH_BYTES,
@@ -35,9 +34,10 @@ from mcpmux.daemon.attach import (
     request_line,
     servable,
 )
-from mcpmux.daemon.paths import check_owned, socket_path
+from mcpmux.attach.paths import check_owned, socket_path
+from mcpmux.config.models import Config, DaemonMode, ServerConfig
 from mcpmux.errors import EXIT_OK, DaemonUnavailable
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["ANSWERS", "REPLY_TIMEOUT_S", "attach_socket", "connect", "relay_command"]
 
@@ -78,7 +78,7 @@ def _attach(config: Config, server: ServerConfig | None, mode: DaemonMode) -> so
 
     When no daemon runs, ``connect`` starts one under ``on`` and under ``auto`` too: a host session
     lives long and every other session of the host shares what it starts, so the daemon pays at
-    once (one-shot commands do not start one under ``auto``: :class:`~mcpmux.daemon.client.DaemonClient`).
+    once (one-shot commands do not start one under ``auto``: :class:`~mcpmux.attach.client.DaemonClient`).
     A socket that is not this user's alone, or a daemon that refused, is never replaced.
     """
     params = _params(config, server)
@@ -90,7 +90,7 @@ def _attach(config: Config, server: ServerConfig | None, mode: DaemonMode) -> so
                 raise
         import anyio
 
-        from mcpmux.daemon.client import start_daemon
+        from mcpmux.attach.client import start_daemon
 
         anyio.run(start_daemon)
         return attach_socket(ATTACH if server is not None else ATTACH_ALL, params)
@@ -183,7 +183,7 @@ def _become_relay(sock: socket.socket) -> None:
 def _serve_here(config: Config, server: ServerConfig | None) -> int:
     import anyio
 
-    from mcpmux.gateway.run import ServeOptions, serve
+    from mcpmux.serve.run import ServeOptions, serve
 
     if server is None:
         anyio.run(lambda: serve(config, ServeOptions(stdio=True)))

@@ -2,14 +2,16 @@
 
 ::
 
-    from mcpmux.gateway import ServeOptions, HttpOptions, serve
-    await serve(load_config(), ServeOptions(http=HttpOptions(port=8765)))
+    from mcpmux.gateway import Gateway, HttpOptions, build_app
+
+``mcpmux serve`` itself (one process: /mcp, /api, /ui, /metrics) is :mod:`mcpmux.serve`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from mcpmux import _moved
 from mcpmux._lazy import lazy_exports
 
 if TYPE_CHECKING:
@@ -20,17 +22,19 @@ if TYPE_CHECKING:
         serve_http as serve_http,
     )
     from mcpmux.gateway.metrics import Metrics as Metrics
-    from mcpmux.gateway.run import (
-        ServeOptions as ServeOptions,
-        http_security as http_security,
-        serve as serve,
-    )
-    from mcpmux.gateway.security import HttpSecurity as HttpSecurity
     from mcpmux.gateway.server import Gateway as Gateway
     from mcpmux.gateway.surface import (
         Surface as Surface,
         build_surface as build_surface,
     )
-    from mcpmux.gateway.tokens import TokenStore as TokenStore
+    from mcpmux.web.security import HttpSecurity as HttpSecurity
+    from mcpmux.web.tokens import TokenStore as TokenStore
 
-__getattr__, __dir__ = lazy_exports(__name__, __file__)
+_exported, __dir__ = lazy_exports(__name__, __file__)
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names; those that moved to :mod:`mcpmux.serve` still answer, with a warning."""
+    if name in _moved.NAMES[__name__]:
+        return _moved.moved_name(__name__, name)
+    return _exported(name)

@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcpmux.bridge.tool_search import ToolIndex
 from mcpmux.config.models import DiscoveryConfig
 from mcpmux.gateway.surface import Surface
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["CALL_TOOL", "META_TOOLS", "SEARCH_TOOLS", "Discovery", "Listing"]
 

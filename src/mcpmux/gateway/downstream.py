@@ -25,8 +25,8 @@ from mcp.shared.subscriptions import (
     ToolsListChanged,
 )
 
-from mcpmux.connection import ClientCallbacks
 from mcpmux.gateway.relay import Relay
+from mcpmux.types import ClientCallbacks
 
 __all__ = ["MAX_REMEMBERED_SESSIONS", "NOTIFY_TIMEOUT_S", "Downstream"]
 

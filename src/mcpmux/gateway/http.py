@@ -5,9 +5,9 @@ gateway of its own; an unknown toolset is a 404 naming the known ones.
 
 The SDK's session manager serves both eras at ``/mcp`` (a 2025-11-25 client opens a session with
 ``initialize``; a 2026-07-28 client sends self-contained requests). Everything sits behind
-:class:`~mcpmux.gateway.security.SecurityMiddleware`, and uvicorn runs with the header deadline
-of :mod:`mcpmux.gateway.slowloris`. Session ids are 192 random bits, bound to the token that
-opened the session; a replica (:mod:`mcpmux.gateway.cluster`) puts its id in front, and forwards
+:class:`~mcpmux.web.security.SecurityMiddleware`, and uvicorn runs with the header deadline
+of :mod:`mcpmux.web.slowloris`. Session ids are 192 random bits, bound to the token that
+opened the session; a replica (:mod:`mcpmux.serve.cluster`) puts its id in front, and forwards
 requests naming another replica there.
 """
 
@@ -19,7 +19,7 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -36,14 +36,30 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpmux._private.mcp_sdk import SessionManager
 from mcpmux._private.uvicorn import QuietServer
-from mcpmux.gateway.cluster import Cluster, Forwarder
 from mcpmux.gateway.metrics import CONTENT_TYPE
 from mcpmux.gateway.responses import DeferredTransport
-from mcpmux.gateway.security import ANONYMOUS, HttpSecurity, SecurityMiddleware
 from mcpmux.gateway.server import Gateway
-from mcpmux.gateway.slowloris import DEFAULT_HEADER_TIMEOUT_S, protocol_with_deadline
+from mcpmux.web.security import ANONYMOUS, HttpSecurity, SecurityMiddleware
+from mcpmux.web.slowloris import DEFAULT_HEADER_TIMEOUT_S, protocol_with_deadline
 
-__all__ = ["HttpOptions", "build_app", "serve_http"]
+__all__ = ["HttpOptions", "Replicas", "build_app", "serve_http"]
+
+
+class Replicas(Protocol):
+    """What the gateway's HTTP app needs of the replicas it is one of (:class:`mcpmux.serve.cluster.Cluster`)."""
+
+    def session_id(self) -> str:
+        """A new session's id, this replica's own id in front."""
+        ...
+
+    def to_json(self) -> dict[str, Any]:
+        """This replica and its peers, for ``/healthz``, ``/metrics`` and ``/api/replicas``."""
+        ...
+
+    def forwarding(self, app: ASGIApp) -> ASGIApp:
+        """``app`` behind the forwarder that sends a peer's sessions to that peer."""
+        ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +85,7 @@ class HttpOptions:
     shutdown_timeout_s: int = 2
     extra: ASGIApp | None = None
     """An app for every other path, behind the same rules (the REST API at ``/api``)."""
-    cluster: Cluster | None = None
+    cluster: Replicas | None = None
     """This gateway as one replica of several (``mcpmux serve --replica-id``); ``None``: alone."""
 
 
@@ -144,7 +160,7 @@ def build_app(gateway: Gateway, options: HttpOptions, toolsets: Mapping[str, Gat
     rest = Starlette(routes=routes, lifespan=lifespan)
     app: ASGIApp = _Shortcut("/mcp", sessions, rest, toolset_sessions)
     if cluster is not None:
-        app = Forwarder(app, cluster)
+        app = cluster.forwarding(app)
     return SecurityMiddleware(app, options.security)
 
 
@@ -188,7 +204,7 @@ class _Shortcut:
         return PlainTextResponse(f"No toolset {name!r} here; toolsets served: {known}", status_code=404)
 
 
-def _healthz(gateway: Gateway, cluster: Cluster | None) -> Any:
+def _healthz(gateway: Gateway, cluster: Replicas | None) -> Any:
     async def healthz(request: Request) -> Response:
         ok = not gateway.draining
         status = 200 if ok else 503
@@ -204,14 +220,14 @@ def _healthz(gateway: Gateway, cluster: Cluster | None) -> Any:
     return healthz
 
 
-def _replicas(cluster: Cluster) -> Any:
+def _replicas(cluster: Replicas) -> Any:
     async def replicas(request: Request) -> Response:
         return JSONResponse(cluster.to_json())
 
     return replicas
 
 
-def _metrics(gateway: Gateway, cluster: Cluster | None) -> Any:
+def _metrics(gateway: Gateway, cluster: Replicas | None) -> Any:
     async def metrics(request: Request) -> Response:
         body = gateway.metrics.render(gateway.guard.status(), None if cluster is None else cluster.to_json())
         return PlainTextResponse(body, headers={"Content-Type": CONTENT_TYPE})

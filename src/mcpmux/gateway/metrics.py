@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpmux.manager import ServerStatus
-from mcpmux.manager.usage import process_usage
+from mcpmux.processes.usage import process_usage
+from mcpmux.types import ServerStatus
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS_S", "Metrics"]
 

@@ -32,8 +32,8 @@ from pydantic import BaseModel
 
 from mcpmux.config.models import GatewayApprovers
 from mcpmux.errors import ApprovalDenied
-from mcpmux.gateway.caller import caller_of
 from mcpmux.policy import APPROVAL_META, Answer, ApprovalRequest, Approver
+from mcpmux.web.caller import caller_of
 
 __all__ = ["RELAY_TIMEOUT_S", "UNVERIFIED", "Asker", "LiveCall", "Relay"]
 
@@ -123,7 +123,7 @@ class Relay:
         """Mark ``call`` as a downstream call running on ``server`` for the duration of a ``with`` block.
 
         ``answerer`` is the identity under which its client may approve (see
-        :func:`~mcpmux.gateway.caller.approver_of`), or ``None`` when it may not.
+        :func:`~mcpmux.web.caller.approver_of`), or ``None`` when it may not.
         """
         return _Calling(self._calls[server], call, answerer)
 

@@ -1,7 +1,7 @@
 """How the ``mcpmux serve`` process runs: its event loop, and the SDK's tracing when nobody collects it.
 
 Both are choices for a whole process, so only the command line makes them: a program that uses
-:func:`mcpmux.gateway.serve` as a library keeps its own loop and its own tracing.
+:func:`mcpmux.serve.serve` as a library keeps its own loop and its own tracing.
 
 Measured with ``bench/bench_gateway.py`` and callgrind (instructions per proxied call, HTTP face,
 stdio upstream): asyncio's loop 2.99 M, uvloop 2.52 M (-16 %); without the SDK's no-op client
@@ -18,7 +18,7 @@ from typing import Any
 
 from opentelemetry.trace import INVALID_SPAN, ProxyTracerProvider, Span, get_tracer_provider
 
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["loop_options", "quiet_sdk_tracing"]
 

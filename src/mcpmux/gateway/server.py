@@ -44,10 +44,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 from starlette.requests import Request
 
-from mcpmux import __version__
 from mcpmux._private.mcp_sdk import OpenTelemetryMiddleware, connection_of
+from mcpmux._version import __version__
 from mcpmux.errors import ERROR_META, MCPMuxError, ServerDisabled, ServerError, ToolNotFound, error_meta
-from mcpmux.gateway.caller import approver_of, caller_of, may_call_tools
 from mcpmux.gateway.discovery import CALL_TOOL, SEARCH_TOOLS, Discovery, call_arguments
 from mcpmux.gateway.downstream import Downstream
 from mcpmux.gateway.metrics import Metrics
@@ -55,11 +54,12 @@ from mcpmux.gateway.relay import RELAY_TIMEOUT_S, UNVERIFIED, Asker, LiveCall
 from mcpmux.gateway.responses import DIRECT_CALLS, DeferredTransport, Keepalive
 from mcpmux.gateway.stateless import ParkedCall, ParkedCalls
 from mcpmux.gateway.surface import Surface, build_surface
-from mcpmux.manager import ServerState, ToolInfo
-from mcpmux.manager.events import ListChanged, StateChanged
 from mcpmux.policy import Guard
 from mcpmux.policy.toolsets import Toolset
 from mcpmux.provider_names import DEFAULT_SEPARATOR
+from mcpmux.types import ServerState, ToolInfo
+from mcpmux.types.events import ListChanged, StateChanged
+from mcpmux.web.caller import approver_of, caller_of, may_call_tools
 
 __all__ = ["RESOURCE_NOT_FOUND", "Gateway", "list_cache_hint"]
 
@@ -94,7 +94,7 @@ class Gateway:
             downstream (a toolset's beside the whole one) let one of them announce, so a client is
             told once.
         request_state: how stateless clients' ``requestState`` is sealed (default: a key of this
-            process; replicas share one, :meth:`mcpmux.gateway.cluster.Cluster.request_state_security`).
+            process; replicas share one, :meth:`mcpmux.serve.cluster.Cluster.request_state_security`).
     """
 
     def __init__(
@@ -329,7 +329,7 @@ class Gateway:
             raise MCPError(exc.code, exc.error_message, exc.data) from exc
         except MCPMuxError as exc:
             message = f"{exc}\nhint: {exc.hint}" if exc.hint else str(exc)
-            meta = {ERROR_META: error_meta(exc)}  # what it was, for an mcpmux client (mcpmux.daemon.thin)
+            meta = {ERROR_META: error_meta(exc)}  # what it was, for an mcpmux client (mcpmux.attach.thin)
             return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True, meta=meta)
         finally:
             self._in_flight -= 1

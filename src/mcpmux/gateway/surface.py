@@ -20,9 +20,9 @@ from urllib.parse import quote, unquote
 import mcp_types as types
 
 from mcpmux.errors import ToolNotFound
-from mcpmux.manager import PromptInfo, ResourceInfo, ToolInfo
 from mcpmux.policy import Guard
 from mcpmux.provider_names import DEFAULT_SEPARATOR, NameTable
+from mcpmux.types import PromptInfo, ResourceInfo, ToolInfo
 
 __all__ = ["WRAPPED_URI_SCHEME", "Surface", "build_surface"]
 

@@ -14,21 +14,8 @@ if TYPE_CHECKING:
         MCPClient as MCPClient,
         MCPManager as MCPManager,
     )
-    from mcpmux.manager.events import (
-        Event as Event,
-        ListChanged as ListChanged,
-        StateChanged as StateChanged,
-    )
     from mcpmux.manager.manager import (
         Manager as Manager,
-    )
-    from mcpmux.manager.models import (
-        PromptInfo as PromptInfo,
-        ResourceInfo as ResourceInfo,
-        ServerState as ServerState,
-        ServerStatus as ServerStatus,
-        ToolInfo as ToolInfo,
-        Transition as Transition,
     )
     from mcpmux.manager.registry import (
         Registry as Registry,
@@ -36,6 +23,19 @@ if TYPE_CHECKING:
     )
     from mcpmux.manager.supervisor import (
         Supervisor as Supervisor,
+    )
+    from mcpmux.types.events import (
+        Event as Event,
+        ListChanged as ListChanged,
+        StateChanged as StateChanged,
+    )
+    from mcpmux.types.models import (
+        PromptInfo as PromptInfo,
+        ResourceInfo as ResourceInfo,
+        ServerState as ServerState,
+        ServerStatus as ServerStatus,
+        ToolInfo as ToolInfo,
+        Transition as Transition,
     )
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from mcpmux.config.effective import fingerprint
 from mcpmux.config.paths import data_dir
-from mcpmux.storage import Database
+from mcpmux.store.sqlite import Database
 
 __all__ = ["CATALOG_FILE", "SCHEMA_VERSION", "Catalog", "CatalogEntry", "fingerprint"]
 

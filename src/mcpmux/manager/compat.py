@@ -13,8 +13,8 @@ import mcp_types as types
 
 from mcpmux.config.models import Config, ServerConfig, Settings
 from mcpmux.connection import Connection
-from mcpmux.json_shapes import JSONObject
 from mcpmux.manager.manager import Manager
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["MCPClient", "MCPManager"]
 

@@ -54,7 +54,7 @@ def connect_timeout_hint(server: ServerConfig) -> str:
     """The hint for a connect timeout of ``server``: the setting to raise, and a runner's first download
     (or, sandboxed, that the sandbox hides the runner's cache and network)."""
     # Imported here: the transports package imports the SDK, which the manager keeps off its import path.
-    from mcpmux.transports.sandbox import package_runner_note
+    from mcpmux.processes.sandbox import package_runner_note
 
     if isinstance(server, StdioServerConfig) and (note := package_runner_note(server)) is not None:
         return note

@@ -27,7 +27,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS as MODERN_ERA
 
 from mcpmux.config.effective import with_effective_sandbox
 from mcpmux.config.models import Config, ServerConfig, Settings
-from mcpmux.connection.callbacks import ClientCallbacks, ListKind
 from mcpmux.connection.skills import SkillEntry
 from mcpmux.errors import (
     ConfigError,
@@ -39,12 +38,13 @@ from mcpmux.errors import (
     SessionExpired,
     ToolNotFound,
 )
-from mcpmux.json_shapes import JSONObject
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
-from mcpmux.manager.events import Event, EventHub
-from mcpmux.manager.models import PromptInfo, ResourceInfo, ServerState, ServerStatus, ToolInfo
 from mcpmux.manager.registry import GET_PROMPT, READ_RESOURCE, Registry, ServerCatalog
 from mcpmux.manager.supervisor import ConnectionFactory, Supervisor
+from mcpmux.types.callbacks import ClientCallbacks, ListKind
+from mcpmux.types.events import Event, EventHub
+from mcpmux.types.json_shapes import JSONObject
+from mcpmux.types.models import PromptInfo, ResourceInfo, ServerState, ServerStatus, ToolInfo
 
 if TYPE_CHECKING:
     from mcp.shared.dispatcher import ProgressFnT

@@ -19,7 +19,7 @@ import mcp_types as types
 from mcpmux.canonical_names import canonical_name
 from mcpmux.config.models import DeclaredResource, declared_for
 from mcpmux.errors import ToolNotFound
-from mcpmux.manager.models import PromptInfo, ResourceInfo, ToolInfo
+from mcpmux.types.models import PromptInfo, ResourceInfo, ToolInfo
 
 __all__ = ["GET_PROMPT", "READ_RESOURCE", "IndexVersion", "Registry", "ServerCatalog", "ToolSnapshot"]
 

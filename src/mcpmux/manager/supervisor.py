@@ -21,7 +21,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from mcpmux.config.models import ServerConfig, Settings
-from mcpmux.connection.callbacks import ClientCallbacks
+from mcpmux.connection.factory import ConnectionFactory
 from mcpmux.errors import (
     AuthRequired,
     Busy,
@@ -37,11 +37,12 @@ from mcpmux.errors import (
 )
 from mcpmux.manager._slots import CallSlots
 from mcpmux.manager.backoff import CircuitBreaker, backoff_delay
-from mcpmux.manager.events import EventHub, ListChanged, StateChanged
 from mcpmux.manager.hints import explain_timeout
-from mcpmux.manager.models import ServerState, Transition
 from mcpmux.manager.registry import Registry, ServerCatalog
-from mcpmux.manager.usage import MB, process_usage
+from mcpmux.processes.usage import MB, process_usage
+from mcpmux.types.callbacks import ClientCallbacks
+from mcpmux.types.events import EventHub, ListChanged, StateChanged
+from mcpmux.types.models import ServerState, Transition
 
 if TYPE_CHECKING:
     from mcpmux.connection import Connection
@@ -50,7 +51,6 @@ __all__ = ["HEALTHY_UPTIME_S", "ConnectionFactory", "Supervisor"]
 
 logger = logging.getLogger(__name__)
 
-ConnectionFactory = Callable[[ServerConfig, Settings, ClientCallbacks], "Connection"]
 ListsStored = Callable[[ServerConfig, ServerCatalog, "Connection"], None]
 
 HEALTHY_UPTIME_S = 60.0

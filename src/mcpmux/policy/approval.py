@@ -11,10 +11,10 @@ from typing import Any, Protocol
 
 from sqlalchemy import select
 
-from mcpmux.database import upsert
-from mcpmux.json_shapes import JSONObject
 from mcpmux.policy.schema import approvals
 from mcpmux.policy.store import StateStore
+from mcpmux.store.database import upsert
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["ANY_TOOL", "Answer", "ApprovalRequest", "ApprovalScope", "Approvals", "Approver", "StandingApproval"]
 

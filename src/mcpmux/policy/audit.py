@@ -18,9 +18,9 @@ from typing import Any
 from sqlalchemy import select
 
 from mcpmux.config.display import MASK, json_forms, may_need_redaction, redact
-from mcpmux.json_shapes import JSONObject
 from mcpmux.policy.schema import audit
 from mcpmux.policy.store import StateStore
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["AuditLog", "AuditRow", "argument_digest", "digest_and_redact", "redact_arguments"]
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
-from mcpmux.connection.callbacks import ElicitationCallback
 from mcpmux.policy.approval import Answer
+from mcpmux.types.callbacks import ElicitationCallback
 
 if TYPE_CHECKING:
     from mcpmux.policy.guard import Guard

@@ -40,9 +40,7 @@ from mcpmux.errors import (
     ToolQuarantined,
     closest,
 )
-from mcpmux.json_shapes import JSONObject
 from mcpmux.manager import Manager, PromptInfo, ResourceInfo, ServerStatus, ToolInfo
-from mcpmux.manager.events import Event
 from mcpmux.policy.approval import Answer, ApprovalRequest, Approvals, ApprovalScope, Approver
 from mcpmux.policy.audit import AuditLog, argument_digest
 from mcpmux.policy.cache import ResultCache
@@ -54,6 +52,8 @@ from mcpmux.policy.store import StateStore
 from mcpmux.policy.switches import ServerSwitches
 from mcpmux.policy.toolsets import Toolset
 from mcpmux.policy.validation import ArgumentCheck
+from mcpmux.types.events import Event
+from mcpmux.types.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream

@@ -20,7 +20,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = [
     "RENAME_CANDIDATES",

@@ -78,7 +78,7 @@ class HeldApproval:
 
 class HeldBoard(Protocol):
     """Where the replicas of a gateway post their held calls and answer each other's
-    (:class:`mcpmux.gateway.cluster.SharedHeld`). Its methods block (they reach a database)."""
+    (:class:`mcpmux.serve.cluster.SharedHeld`). Its methods block (they reach a database)."""
 
     def post(self, held: HeldApproval) -> None: ...
 

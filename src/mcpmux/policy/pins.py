@@ -38,12 +38,12 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, and_, literal, or_, select
 
 from mcpmux.config.models import ServerConfig
-from mcpmux.database import insert_or_ignore, notify
-from mcpmux.json_shapes import JSONObject
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.lookalikes import invisible_change, rename_source, reveal
 from mcpmux.policy.schema import pins
 from mcpmux.policy.store import LEGACY_IDENTITY, StateStore
+from mcpmux.store.database import insert_or_ignore, notify
+from mcpmux.types.json_shapes import JSONObject
+from mcpmux.types.models import ToolInfo
 
 __all__ = [
     "Pin", "PinBook", "PinLookup", "PinVerdict", "canonical_definition", "definition_hash", "server_identity",

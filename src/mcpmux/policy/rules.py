@@ -17,8 +17,8 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from mcpmux.config.models import ApprovalRule, SecurityConfig, ServerConfig, ServerSecurity
-from mcpmux.manager.models import ToolInfo
 from mcpmux.policy.callers import matching_caller
+from mcpmux.types.models import ToolInfo
 
 __all__ = ["Action", "Decision", "Rules"]
 

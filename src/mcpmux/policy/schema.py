@@ -1,7 +1,7 @@
 """The tables of the state database (SQLAlchemy Core), the same on SQLite and PostgreSQL.
 
 Tool pins, remembered approvals, the audit log and the gateway's tokens; and what gateway replicas
-sharing one database need (:mod:`mcpmux.gateway.cluster`): who is up, the key they seal stateless
+sharing one database need (:mod:`mcpmux.serve.cluster`): who is up, the key they seal stateless
 clients' ``requestState`` with, and the calls held for a person's approval. Alembic migrations
 (:mod:`mcpmux.policy.migrations`) create and change them; this module is what the code reads and
 writes through.

@@ -15,7 +15,7 @@ from fnmatch import fnmatchcase
 
 from mcpmux.config.models import AgentConfig, Config
 from mcpmux.errors import UsageError
-from mcpmux.manager.models import ToolInfo
+from mcpmux.types.models import ToolInfo
 
 __all__ = ["ToolScope", "agent_scope"]
 

@@ -1,13 +1,13 @@
 """The state database: tool pins, remembered approvals, the audit log and the gateway's tokens.
 
 ``<data dir>/state.db`` (SQLite) by default, or the one database of every part of mcpmux
-(``MCPMUX_DB``, ``--db`` or ``storage.url``: SQLite or PostgreSQL, :mod:`mcpmux.database`). The
+(``MCPMUX_DB``, ``--db`` or ``storage.url``: SQLite or PostgreSQL, :mod:`mcpmux.store.database`). The
 tables are in :mod:`mcpmux.policy.schema`; Alembic migrates them when the store opens, and adopts a
 ``state.db`` of an mcpmux from before Alembic with every row (see its first revision).
 
 Unlike the catalog cache these rows matter (a lost pin would let a changed tool through
 unnoticed), so nothing is ever discarded: an unreadable file or an unknown schema is an error.
-Audit rows are appended behind the caller (:class:`mcpmux.storage.Appender`): one thread per
+Audit rows are appended behind the caller (:class:`mcpmux.store.sqlite.Appender`): one thread per
 store writes them in batches, and every read, write, flush and close waits for them first.
 """
 
@@ -28,8 +28,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from mcpmux.config.models import Config
 from mcpmux.config.paths import configured_url, data_dir
-from mcpmux.database import MEMORY, Migrations, memory_lock, open_engine, reading, shown, sqlite_file, writing
-from mcpmux.storage import APPEND_ATTEMPTS, Appender
+from mcpmux.store.database import MEMORY, Migrations, memory_lock, open_engine, reading, shown, sqlite_file, writing
+from mcpmux.store.sqlite import APPEND_ATTEMPTS, Appender
 
 __all__ = ["LEGACY_IDENTITY", "MIGRATIONS", "STATE_FILE", "UNSCOPED_FACE", "StateStore"]
 
@@ -51,7 +51,7 @@ class StateStore:
     Args:
         where: a SQLAlchemy URL (``sqlite:///PATH``, ``postgresql+psycopg://...``), a file path, or
             ``":memory:"`` (a private in-memory database, for tests). Default: the one configured
-            database (:func:`mcpmux.database.configured_url`), else ``<data dir>/state.db``.
+            database (:func:`mcpmux.store.database.configured_url`), else ``<data dir>/state.db``.
 
     Opening is lazy: the database is reached, and migrated, at the first use.
     """
@@ -131,7 +131,7 @@ class StateStore:
         self._appender.append((table, dict(row)))
 
     def flush(self) -> None:
-        """Wait until every queued append is written (see :meth:`mcpmux.storage.Appender.flush`)."""
+        """Wait until every queued append is written (see :meth:`mcpmux.store.sqlite.Appender.flush`)."""
         self._appender.flush()
 
     def _commit(self, batch: list[_Row]) -> None:

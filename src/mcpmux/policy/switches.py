@@ -13,9 +13,9 @@ import time
 
 from sqlalchemy import delete, select
 
-from mcpmux.database import notify, upsert
 from mcpmux.policy.schema import server_switches
 from mcpmux.policy.store import StateStore
+from mcpmux.store.database import notify, upsert
 
 __all__ = ["ServerSwitches"]
 

@@ -25,7 +25,7 @@ from fnmatch import fnmatchcase
 
 from mcpmux.config.models import Config, DiscoveryConfig, ToolsetConfig
 from mcpmux.errors import ConfigError, ConfigProblem
-from mcpmux.manager.models import PromptInfo, ToolInfo
+from mcpmux.types.models import PromptInfo, ToolInfo
 
 __all__ = ["Toolset", "toolset_named"]
 

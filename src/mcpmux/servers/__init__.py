@@ -15,7 +15,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from mcpmux.errors import ConfigError, ConfigProblem
-from mcpmux.servers.confinement import too_wide_root
+from mcpmux.processes.confinement import too_wide_root
 from mcpmux.servers.content_server import build_content_server
 from mcpmux.servers.content_store import ContentStore
 from mcpmux.servers.workspace import build_workspace_server
@@ -65,7 +65,7 @@ def build_server(
         database: the content store's SQLite file or ``":memory:"`` (default: ``data_dir()/content_store.db``).
         session_id: gives a workspace session its own scratch directory.
         sandbox: wraps the workspace's commands when the host's sandbox is on (no effect on content_store).
-        allow_wide_root: serve a root that :func:`~mcpmux.servers.confinement.too_wide_root` refuses
+        allow_wide_root: serve a root that :func:`~mcpmux.processes.confinement.too_wide_root` refuses
             (``/``, the home directory itself, ...).
 
     Raises:

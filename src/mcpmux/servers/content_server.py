@@ -17,9 +17,9 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from mcpmux.config.paths import data_dir
+from mcpmux.processes.confinement import Confinement
 from mcpmux.servers._content_render import render_document, render_hits, render_stores
 from mcpmux.servers._sdk import new_server, tool, tools_markdown
-from mcpmux.servers.confinement import Confinement
 from mcpmux.servers.content_store import ContentStore, MetadataValue, StoreError
 from mcpmux.servers.workspace_context import open_regular
 

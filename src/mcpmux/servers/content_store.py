@@ -29,7 +29,7 @@ from mcpmux.servers.content_models import (
     check_metadata,
     check_name,
 )
-from mcpmux.storage import enable_wal, private_file
+from mcpmux.store.sqlite import enable_wal, private_file
 
 __all__ = ["IN_MEMORY", "ContentStore", "Document", "MetadataValue", "SearchHit", "StoreError", "StoreInfo"]
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
+from mcpmux.processes.confinement import Confinement, scratch_dir_name
 from mcpmux.servers._sdk import new_server, tools_markdown
-from mcpmux.servers.confinement import Confinement, scratch_dir_name
 from mcpmux.servers.workspace_context import SandboxHook, WorkspaceContext, WorkspaceLimits
 from mcpmux.servers.workspace_exec import register_exec_tools
 from mcpmux.servers.workspace_files import register_file_tools

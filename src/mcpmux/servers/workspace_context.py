@@ -17,7 +17,7 @@ import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcpmux.servers.confinement import Confinement
+from mcpmux.processes.confinement import Confinement
 
 __all__ = ["SandboxHook", "WorkspaceContext", "WorkspaceLimits", "check_cancelled", "open_regular", "os_errors"]
 

@@ -2,7 +2,7 @@
 
 A command runs in its own process group with stdin closed and stdout/stderr captured (never the
 server's own stdio, which may carry the MCP framing), under the reaper
-(:mod:`mcpmux.servers._reaper`) on Linux. A deadline kills every descendant, and so does the end
+(:mod:`mcpmux.processes._reaper`) on Linux. A deadline kills every descendant, and so does the end
 of the command: background processes it started, even ``setsid`` or double-forked ones, do not
 outlive the call. The command
 gets an allow-listed environment (PATH, HOME, locale, ...), never the host's secrets. Output is
@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from mcpmux.servers._reaper import AVAILABLE as REAPER_AVAILABLE, KILL_SIGNAL as REAPER_KILL_SIGNAL, reaper_argv
+from mcpmux.processes._reaper import AVAILABLE as REAPER_AVAILABLE, KILL_SIGNAL as REAPER_KILL_SIGNAL, reaper_argv
 from mcpmux.servers._sdk import tool
 from mcpmux.servers.workspace_context import WorkspaceContext
 

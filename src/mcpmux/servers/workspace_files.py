@@ -1,6 +1,6 @@
 """The workspace's file tools: read, write, edit, list, move, delete (all confined to the root).
 
-Every path is reached through :meth:`Confinement.at <mcpmux.servers.confinement.Confinement.at>`:
+Every path is reached through :meth:`Confinement.at <mcpmux.processes.confinement.Confinement.at>`:
 the tools act on ``(directory descriptor, name)`` pairs with ``O_NOFOLLOW``, never on a path string
 that was checked earlier. They run in the workspace's own worker threads and refuse anything but
 regular files, so a FIFO or a device cannot hold a thread, and read in bounded memory.
@@ -19,8 +19,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from mcpmux.processes.confinement import open_dir_at
 from mcpmux.servers._sdk import tool
-from mcpmux.servers.confinement import open_dir_at
 from mcpmux.servers.workspace_context import WorkspaceContext, open_regular, os_errors
 from mcpmux.servers.workspace_read import read_lines
 

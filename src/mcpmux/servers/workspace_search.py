@@ -18,9 +18,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from mcpmux.processes.confinement import PathOutsideRoot
 from mcpmux.servers._regex import Matcher, compile_linear
 from mcpmux.servers._sdk import tool
-from mcpmux.servers.confinement import PathOutsideRoot
 from mcpmux.servers.workspace_context import WorkspaceContext, check_cancelled, open_regular, os_errors
 from mcpmux.servers.workspace_files import READ_ONLY
 

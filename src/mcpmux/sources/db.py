@@ -1,7 +1,7 @@
 """The registry's database: SQLite in the data dir by default, PostgreSQL by URL; migrated on open.
 
 ``sqlite:///PATH`` (the default is ``<data dir>/sources.db``) or the one database of every part
-(:func:`mcpmux.database.configured_url`: ``MCPMUX_DB`` or ``storage.url``), for example
+(:func:`mcpmux.store.database.configured_url`: ``MCPMUX_DB`` or ``storage.url``), for example
 ``postgresql+psycopg://USER@HOST/DB`` (psycopg 3). Alembic brings it to the newest revision when
 the registry opens, under its own version table, so the registry can share a database with the
 other parts of mcpmux and with other applications.
@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from mcpmux.config.paths import DB_ENV, configured_url, data_dir
-from mcpmux.database import Migrations, open_engine as _open
+from mcpmux.store.database import Migrations, open_engine as _open
 
 __all__ = ["DB_ENV", "DEFAULT_FILE", "MIGRATIONS", "default_url", "open_engine"]
 

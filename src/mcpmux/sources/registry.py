@@ -19,13 +19,13 @@ from sqlalchemy.exc import IntegrityError
 
 from mcpmux.config.models import Config, ServerConfig
 from mcpmux.config.paths import configured_url
-from mcpmux.database import notify
 from mcpmux.errors import NotFound, SourceError, SourceExists, closest
 from mcpmux.sources.db import open_engine
 from mcpmux.sources.entries import materialise, prepare
 from mcpmux.sources.models import ExecutionMode, Source, SourceSpec, SourceTool, Variable
 from mcpmux.sources.schema import source_secrets, source_tools, sources
 from mcpmux.sources.sealing import SecretBox, load_key
+from mcpmux.store.database import notify
 
 __all__ = ["SourceRegistry"]
 

@@ -13,7 +13,7 @@ from contextlib import suppress
 import anyio
 from anyio.abc import Process
 
-from mcpmux.servers._reaper import KILL_SIGNAL as REAPER_KILL_SIGNAL
+from mcpmux.processes._reaper import KILL_SIGNAL as REAPER_KILL_SIGNAL
 
 __all__ = ["CLOSE_GRACE_S", "KILL_GRACE_S", "ExitWatch", "stop_process", "wait_exit"]
 
@@ -145,7 +145,7 @@ async def stop_process(process: Process, *, reaper: bool = False, watch: ExitWat
     The child gets :data:`CLOSE_GRACE_S` to exit on its own, then its process group is sent
     SIGTERM and, after :data:`KILL_GRACE_S`, SIGKILL. The group is signalled even when the child
     exited by itself, so no grandchild outlives the connection. With ``reaper`` (the child is
-    :mod:`mcpmux.servers._reaper`), the reaper is told to kill every descendant before the
+    :mod:`mcpmux.processes._reaper`), the reaper is told to kill every descendant before the
     group's SIGKILL, which would kill the reaper and orphan what left the group. The child's exit
     is waited for through ``watch``, shared with whoever else waits for it (a new one by default).
     """

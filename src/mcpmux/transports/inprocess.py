@@ -26,10 +26,10 @@ from mcpmux._private.mcp_sdk import lowlevel_server
 from mcpmux.config.models import BuiltinServerConfig, SandboxConfig, ServerSecurity, Settings, StdioServerConfig
 from mcpmux.config.paths import data_dir
 from mcpmux.errors import TransportError
+from mcpmux.processes.sandbox import command_wrapper, sandbox_backend
 from mcpmux.servers import build_server, refuse_wide_root
 from mcpmux.servers.content_server import DATABASE_FILE
 from mcpmux.transports.base import TransportStreams
-from mcpmux.transports.sandbox import command_wrapper, sandbox_backend
 from mcpmux.transports.stdio import open_stdio
 
 __all__ = ["SHUTDOWN_GRACE_S", "open_builtin", "open_mcp_server"]

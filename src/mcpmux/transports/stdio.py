@@ -2,9 +2,9 @@
 
 Ours rather than the SDK's ``stdio_client`` (DESIGN section 2): it resolves the command first,
 gives the child an allow-listed environment, runs it inside the server's sandbox when one is set
-(:func:`~mcpmux.transports.sandbox.sandbox_command`), caps message size, keeps stderr (ring buffer,
+(:func:`~mcpmux.processes.sandbox.sandbox_command`), caps message size, keeps stderr (ring buffer,
 log file, logger), reports the child's exit on the read stream, and stops its whole process group
-and, on Linux, every descendant (:mod:`mcpmux.servers._reaper`: a reaper per server, or in the
+and, on Linux, every descendant (:mod:`mcpmux.processes._reaper`: a reaper per server, or in the
 daemon one guardian for all), even if mcpmux is SIGKILLed.
 
 Built on ``anyio.open_process``: the same structured-concurrency primitives as the rest of mcpmux,
@@ -36,13 +36,13 @@ from mcp.shared.message import SessionMessage
 from mcpmux.config.display import looks_secret, redact
 from mcpmux.config.models import Settings, StdioServerConfig
 from mcpmux.errors import CommandNotFound, ServerExited, TransportError
-from mcpmux.servers._reaper import per_process_reaper, reaper_argv
+from mcpmux.processes._reaper import per_process_reaper, reaper_argv
+from mcpmux.processes.sandbox import package_runner_note, sandbox_command
 from mcpmux.transports._process import ExitWatch, stop_process
 from mcpmux.transports._stderr import StderrSink
 from mcpmux.transports.base import TransportStreams
 from mcpmux.transports.direct import DirectReplies, asyncio_loop
 from mcpmux.transports.framing import LineFramer, LineWriter, pump_lines
-from mcpmux.transports.sandbox import package_runner_note, sandbox_command
 
 __all__ = [
     "INHERITED_ENV_PREFIXES",

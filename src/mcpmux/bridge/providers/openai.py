@@ -21,7 +21,7 @@ from mcpmux.bridge.providers.base import (
     unreachable,
 )
 from mcpmux.config.models import LLMConfig
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -1,6 +1,6 @@
 """The calling client's own model as a :class:`Provider`: MCP ``sampling/createMessage`` back to it.
 
-An agent served as an MCP tool (``ask_NAME``, see :mod:`mcpmux.bridge.ask`) with no model of its
+An agent served as an MCP tool (``ask_NAME``, see :mod:`mcpmux.agents.ask`) with no model of its
 own asks the client that called it. Two ways, chosen from the client's declared capabilities:
 
 - **native**: a client declaring ``sampling.tools`` gets the agent's tools in the request
@@ -29,7 +29,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from mcpmux.bridge.providers.base import Completion, Message, ProviderError, TextSink, ToolCall
-from mcpmux.json_shapes import JSONObject
+from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["DEFAULT_SAMPLING_MAX_TOKENS", "TEXT_PROTOCOL", "SamplingProvider", "SamplingSession"]
 

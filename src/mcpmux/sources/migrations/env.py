@@ -1,4 +1,5 @@
-"""Alembic environment of the source registry: runs on the connection :class:`mcpmux.database.Migrations` passes."""
+"""Alembic environment of the source registry: runs on the connection that
+:class:`mcpmux.store.database.Migrations` passes."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The agents: named, scoped LLM tool loops over the host (``mcpmux agent``, ``Host.ask``)."""

@@ -1,0 +1,1 @@
+"""Storage: the SQLAlchemy database (state, pins, audit, tokens, sources) and the SQLite catalog cache."""
