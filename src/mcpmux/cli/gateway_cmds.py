@@ -2,37 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
 
 from mcpmux.cli.output import command_state_store, emit, json_option, redact_logs, state, table
-from mcpmux.config import Config, load_config
-from mcpmux.errors import ConfigError, ConfigProblem, NotFound, closest
-from mcpmux.sources.merge import with_registered
-
-if TYPE_CHECKING:
-    from mcpmux.web.introspection import Introspector
-    from mcpmux.web.oauth_resource import ExternalTokens
-
-CLIENT_SECRET_ENV = "MCPMUX_OAUTH_CLIENT_SECRET"
+from mcpmux.config import load_config
+from mcpmux.errors import NotFound, closest
 
 
 def _separator(value: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,8}", value):
         raise click.BadParameter(f"{value!r}: MCP tool names allow only letters, digits, '_', '.' and '-'")
     return value
-
-
-def _address(option: str, value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise click.BadParameter(f"{value!r} is not HOST:PORT", param_hint=option)
-    return (host.strip("[]") or "127.0.0.1"), int(port)
 
 
 @click.command("serve")
@@ -156,189 +140,25 @@ def serve_cmd(
     behind any load balancer, no sticky sessions needed: each request naming a session or a
     waiting call of another replica is forwarded to it over its --advertise URL.
     """
-    from mcpmux.gateway.http import HttpOptions
     from mcpmux.gateway.runtime import loop_options, quiet_sdk_tracing
-    from mcpmux.policy import StateStore
-    from mcpmux.policy.toolsets import toolset_named
-    from mcpmux.serve.run import ServeOptions, http_security, serve
-    from mcpmux.web.security import HttpSecurity
-    from mcpmux.web.tokens import TokenStore
+    from mcpmux.serve.config import ServeConfig
 
-    if (sse or json_response) and http_addr is None:
-        raise click.UsageError("--sse and --json-response need --http")
-    replica = None
-    if replica_id is not None or advertise is not None:
-        from mcpmux.serve.cluster import ReplicaOptions
-
-        if http_addr is None:
-            raise click.UsageError("--replica-id and --advertise need --http (replicas forward over HTTP)")
-        replica = ReplicaOptions.of(replica_id, advertise, port=_address("--http", http_addr)[1])
-        allow_host = (*allow_host, _netloc(replica.advertise))
-    config = with_registered(load_config(state().config_path), db_url)
-    redact_logs(config.secret_values)
-    for name in agents:
-        config.agent(name)  # an unknown agent is a usage error before anything starts
-    store = StateStore.configured(config, db_url)
-    tokens = TokenStore(store)
-    external = _external_tokens(oauth_issuer, oauth_resource, oauth_groups_claim)
-    if external is not None:
-        external.introspection = _introspection(
-            external, oauth_client_id, oauth_introspection, oauth_introspection_ttl, oauth_allow_private
-        )
-        if external.introspection is not None:
-            redact_logs(config.secret_values | {external.introspection.settings.client_secret})
-    elif oauth_client_id or oauth_introspection:
-        raise click.UsageError("--oauth-client-id and --oauth-introspection need --oauth-issuer and --oauth-resource")
-
-    def rules(option: str, host: str) -> HttpSecurity:
-        return http_security(
-            host, tokens, require_auth=auth, allow_hosts=allow_host, allow_origins=allow_origin,
-            max_body_bytes=max_body, option=option, external=external,
-        )  # fmt: skip
-
-    http: HttpOptions | None = None
-    ws: tuple[str, int] | None = None
-    if http_addr is not None:
-        host, port = _address("--http", http_addr)
-        http = HttpOptions(
-            host=host, port=port, security=rules("--http", host), sse=sse, json_response=json_response,
-            header_timeout_s=header_timeout,
-        )  # fmt: skip
-    if ws_addr is not None:
-        ws = _address("--ws", ws_addr)
-    tcp = _tcp(tcp_addr, tcp_without_tokens or not (auth or tokens.any()))
-    no_api = no_api or bool(agents)  # the REST API would show every tool, not only the agents
-    no_ui = no_ui or bool(agents)  # and so would the console
-    if allow_process_sources and (no_api or http_addr is None):
-        raise click.UsageError("--allow-process-sources needs --http and the REST API (not --no-api or --agent)")
-    api = (
-        None
-        if no_api or http_addr is None
-        else _api_factory(load_config(state().config_path), db_url, allow_process_sources)
-    )
-    console = (
-        None
-        if no_ui or http_addr is None
-        else _console_factory(config, None if no_api else db_url, no_api, allow_process_sources)
-    )
-    options = ServeOptions(
-        api=api,
-        console=console,
-        stdio=stdio or not (http_addr or tcp_addr or ws_addr),
-        http=http,
-        tcp=tcp,
-        ws=ws,
-        ws_security=rules("--ws", ws[0]) if ws is not None else None,
-        separator=separator,
-        drain_timeout_s=drain_timeout,
-        agents=agents,
-        toolset=toolset,
-        replica=replica,
-    )
-    if toolset is not None:
-        toolset_named(config, toolset)  # an unknown name is a usage error before anything starts
+    settings = ServeConfig(
+        stdio=stdio, http=http_addr, sse=sse, json_response=json_response, tcp=tcp_addr,
+        tcp_without_tokens=tcp_without_tokens, ws=ws_addr, separator=separator, auth=auth, api=not no_api,
+        ui=not no_ui, allow_process_sources=allow_process_sources, db_url=db_url, allow_hosts=allow_host,
+        allow_origins=allow_origin, max_body=max_body, drain_timeout_s=drain_timeout, header_timeout_s=header_timeout,
+        oauth_issuer=oauth_issuer, oauth_resource=oauth_resource, oauth_client_id=oauth_client_id,
+        oauth_introspection=oauth_introspection, oauth_introspection_ttl_s=oauth_introspection_ttl,
+        oauth_groups_claim=oauth_groups_claim, oauth_allow_private=oauth_allow_private, agents=agents,
+        toolset=toolset, replica_id=replica_id, advertise=advertise, config_path=state().config_path,
+    )  # fmt: skip
+    prepared = settings.prepare(redact=redact_logs)
     quiet_sdk_tracing()
-
-    async def main() -> None:
-        if external is not None:
-            await external.load()  # the issuer's keys, before the first request
-        await serve(config, options, store=store)
-
     try:
-        anyio.run(main, backend_options=loop_options())
+        anyio.run(prepared.serve, backend_options=loop_options())
     finally:
-        store.close()
-
-
-def _netloc(url: str) -> str:
-    """``HOST:PORT`` of ``url`` as a Host header names it (requests sent to the advertised address)."""
-    import httpx
-
-    parsed = httpx.URL(url)
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
-    return f"{host}:{port}"
-
-
-def _api_factory(config: Config, db_url: str | None, allow_process_sources: bool = False) -> Any:
-    """Makes the REST API over the gateway's host (its registry opened now, so a bad --db fails early)."""
-    from mcpmux.api.serve import mounted_api
-    from mcpmux.sources.registry import SourceRegistry
-
-    registry = SourceRegistry.configured(config, db_url)
-    return lambda host, security, approver: mounted_api(
-        host, security, config, registry, allow_process_sources=allow_process_sources, approver=approver
-    )
-
-
-def _console_factory(config: Config, db_url: str | None, no_api: bool, allow_process_sources: bool = False) -> Any:
-    """Makes the web console over the gateway's host; prints the console key while no token exists."""
-    import secrets
-
-    from mcpmux.console import build_console
-
-    key = secrets.token_urlsafe(24)
-
-    def factory(host: Any, security: Any, pending: Any, replica: Any = None) -> Any:
-        from mcpmux.api.runtime import runtime_over
-        from mcpmux.sources.registry import SourceRegistry
-
-        registry = None if no_api else SourceRegistry.configured(config, db_url)
-        sources = (
-            None
-            if registry is None
-            else runtime_over(
-                host, config, registry, tokens=security.tokens, allow_process_sources=allow_process_sources
-            )
-        )
-        if not (security.tokens is not None and security.tokens.any()) and not security.require_token:
-            click.echo(f"mcpmux: console at /ui; no token exists, sign in with the console key {key}", err=True)
-        return build_console(host, security, pending=pending, key=key, sources=lambda: sources, replica=replica)
-
-    return factory
-
-
-def _external_tokens(issuer: str | None, resource: str | None, groups_claim: str) -> ExternalTokens | None:
-    from mcpmux.web.oauth_resource import ExternalTokens, OAuthResourceSettings
-
-    if issuer is None and resource is None:
-        return None
-    if issuer is None or resource is None:
-        raise click.UsageError("--oauth-issuer and --oauth-resource go together")
-    return ExternalTokens(OAuthResourceSettings(issuer=issuer, resource=resource, groups_claim=groups_claim))
-
-
-def _introspection(
-    external: ExternalTokens, client_id: str | None, endpoint: str | None, ttl_s: float, allow_private: bool
-) -> Introspector | None:
-    """The introspector of ``--oauth-client-id`` (its secret from the environment, never the command line)."""
-    from mcpmux.web.introspection import IntrospectionSettings, Introspector
-
-    if client_id is None:
-        if endpoint is not None:
-            raise click.UsageError("--oauth-introspection needs --oauth-client-id (the client allowed to introspect)")
-        return None
-    secret = os.environ.get(CLIENT_SECRET_ENV, "")
-    if not secret:
-        raise click.UsageError(f"--oauth-client-id needs its secret in ${CLIENT_SECRET_ENV}")
-    settings = IntrospectionSettings(client_id, secret, endpoint=endpoint, ttl_s=ttl_s, allow_private=allow_private)
-    return Introspector(settings, issuer=external.settings.issuer, resource=external.settings.resource)
-
-
-def _tcp(value: str | None, without_tokens: bool) -> tuple[str, int] | None:
-    from mcpmux.web.security import is_loopback
-
-    if value is None:
-        return None
-    address = _address("--tcp", value)
-    if not is_loopback(address[0]):
-        raise ConfigError(ConfigProblem("<cli>", "--tcp", "the tcp face has no auth: bind a loopback address"))
-    if not without_tokens:
-        problem = "tokens exist (or --auth), but the tcp face cannot check them: any local process could use it"
-        error = ConfigError(ConfigProblem("<cli>", "--tcp", problem))
-        error.hint = "serve --ws or --http instead, or pass --tcp-without-tokens to accept that"
-        raise error
-    return address
+        prepared.close()
 
 
 @click.group("token")

@@ -26,10 +26,10 @@ def record_cmd(name: str, output: Path, http_addr: str | None) -> None:
     in the server's own names, with secrets redacted. Stop with Ctrl-C (or the end of stdin).
     Replay it offline: MockServer.replay("OUTPUT") in mcpmux.testing.
     """
-    from mcpmux.cli.gateway_cmds import _address
     from mcpmux.gateway.http import HttpOptions
     from mcpmux.gateway.runtime import quiet_sdk_tracing
     from mcpmux.policy import StateStore
+    from mcpmux.serve.config import address
     from mcpmux.serve.run import ServeOptions, serve
     from mcpmux.testing.recording import Recorder
 
@@ -42,7 +42,7 @@ def record_cmd(name: str, output: Path, http_addr: str | None) -> None:
     only = config.model_copy(update={"servers": (server,)})
     http = None
     if http_addr is not None:
-        host, port = _address("--http", http_addr)
+        host, port = address("--http", http_addr)
         http = HttpOptions(host=host, port=port)
     options = ServeOptions(stdio=http is None, http=http)
     quiet_sdk_tracing()
