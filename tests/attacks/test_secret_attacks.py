@@ -171,6 +171,7 @@ async def test_a_secret_split_across_two_reads_of_stderr_is_still_masked(isolate
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # seven CLI runs of up to 120 s each (their own bound), beside a real upstream
 def test_a_reachable_servers_url_secret_never_prints_in_test_doctor_or_a_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

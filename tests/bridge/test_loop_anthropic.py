@@ -19,11 +19,12 @@ pytestmark = [pytest.mark.anyio, pytest.mark.network]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # a bound: the first import of the anthropic SDK on a loaded machine took 30 s
 async def test_a_tool_round_trip_over_the_messages_api(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("the answer is 42\n", encoding="utf-8")
     config = Config(servers=(BuiltinServerConfig(name="ws", builtin="workspace", root=tmp_path),))
     script = [Reply("Let me look.", tool_calls=[Call("ws__read_file", {"path": "notes.txt"})]), Reply("It is 42.")]
-    with ScriptedLLM(script) as llm, StateStore(tmp_path / "s.db") as store, anyio.fail_after(30):
+    with ScriptedLLM(script) as llm, StateStore(tmp_path / "s.db") as store, anyio.fail_after(120):
         llm_config = LLMConfig(provider="anthropic", base_url=llm.root_url, model="claude-test", api_key="sk-test")
         provider = make_provider(llm_config)
         async with agent_session(config, provider, AgentOptions(catalog=False, store=store, root=tmp_path)) as session:

@@ -66,13 +66,21 @@ class Spy:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.served = 0
+        self._bumped = anyio.Event()
         run = DirectCall.run
 
         async def counted(call: DirectCall, handler: Any) -> None:
             self.served += 1
+            self._bumped.set()
+            self._bumped = anyio.Event()
             await run(call, handler)
 
         monkeypatch.setattr(DirectCall, "run", counted)
+
+    async def reached(self, served: int) -> None:
+        """Returns once ``served`` calls have reached the direct path."""
+        while self.served < served:
+            await self._bumped.wait()
 
 
 @asynccontextmanager
