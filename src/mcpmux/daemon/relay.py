@@ -38,53 +38,9 @@ def relay(sock: socket.socket, stdin: int = 0, stdout: int = 1) -> int:
     for fd in blocking:
         os.set_blocking(fd, False)
     sock.setblocking(False)
-    up, down = bytearray(), bytearray()
-    stdin_open = sock_open = True
-    shut = False
-    poller = select.poll()
-    registered: set[int] = set()
+    state = _Relay(sock, stdin, stdout)
     try:
-        while True:
-            if not stdin_open and not up and not shut:
-                _shutdown(sock)  # the daemon ends the session once it answered what was asked
-                shut = True
-            if not sock_open and not down:
-                break
-            interest: dict[int, int] = {}
-            if stdin_open and len(up) < CHUNK_BYTES:
-                interest[stdin] = interest.get(stdin, 0) | select.POLLIN
-            if up and sock_open:
-                interest[sock.fileno()] = interest.get(sock.fileno(), 0) | select.POLLOUT
-            if sock_open and len(down) < CHUNK_BYTES:
-                interest[sock.fileno()] = interest.get(sock.fileno(), 0) | select.POLLIN
-            if down:
-                interest[stdout] = interest.get(stdout, 0) | select.POLLOUT
-            for fd in registered - interest.keys():
-                poller.unregister(fd)
-            for fd, mask in interest.items():
-                poller.register(fd, mask)
-            registered = set(interest)
-            for fd, events in poller.poll():
-                if fd == stdin and events & _READABLE and stdin_open and len(up) < CHUNK_BYTES:
-                    data = _read(stdin)
-                    if data is None:
-                        continue
-                    up += data
-                    stdin_open = bool(data)
-                if fd == sock.fileno() and events & _WRITABLE and up and sock_open:
-                    sent = _send(sock, up)
-                    if sent is None:
-                        sock_open = False  # the daemon went away while the host was talking
-                        up.clear()
-                    else:
-                        del up[:sent]
-                if fd == sock.fileno() and events & _READABLE and sock_open and len(down) < CHUNK_BYTES:
-                    data = _recv(sock)
-                    if data is not None:
-                        down += data
-                        sock_open = bool(data)
-                if fd == stdout and events & _WRITABLE and down:
-                    del down[: _write(stdout, down)]
+        state.run()
     except _HostGone:
         return EXIT_OK
     finally:
@@ -92,11 +48,92 @@ def relay(sock: socket.socket, stdin: int = 0, stdout: int = 1) -> int:
         for fd, was in blocking.items():  # a terminal shared with the shell is left as it was found
             with contextlib.suppress(OSError):
                 os.set_blocking(fd, was)
-    if stdin_open:
+    if state.stdin_open:
         sys.stderr.write(GONE + "\n")
         sys.stderr.flush()
         return EXIT_UNREACHABLE
     return EXIT_OK
+
+
+class _Relay:
+    """The two buffers (``up`` to the daemon, ``down`` to the host) and which ends are still open."""
+
+    def __init__(self, sock: socket.socket, stdin: int, stdout: int) -> None:
+        self.sock, self.stdin, self.stdout = sock, stdin, stdout
+        self.up, self.down = bytearray(), bytearray()
+        self.stdin_open = self.sock_open = True
+        self.shut = False
+        self.poller = select.poll()
+        self.registered: set[int] = set()
+
+    def run(self) -> None:
+        """Relay until the daemon's end is closed and all it sent is written (:class:`_HostGone`: stdout closed)."""
+        while True:
+            if not self.stdin_open and not self.up and not self.shut:
+                _shutdown(self.sock)  # the daemon ends the session once it answered what was asked
+                self.shut = True
+            if not self.sock_open and not self.down:
+                return
+            self._register(self._interest())
+            for fd, events in self.poller.poll():
+                self._ready(fd, events)
+
+    def _interest(self) -> dict[int, int]:
+        """What to wait for: read only where the next buffer has room, write only what is buffered."""
+        wanted = [
+            (self.stdin, select.POLLIN, self.stdin_open and len(self.up) < CHUNK_BYTES),
+            (self.sock.fileno(), select.POLLOUT, bool(self.up) and self.sock_open),
+            (self.sock.fileno(), select.POLLIN, self.sock_open and len(self.down) < CHUNK_BYTES),
+            (self.stdout, select.POLLOUT, bool(self.down)),
+        ]
+        interest: dict[int, int] = {}
+        for fd, event, wanted_now in wanted:
+            if wanted_now:
+                interest[fd] = interest.get(fd, 0) | event
+        return interest
+
+    def _register(self, interest: dict[int, int]) -> None:
+        for fd in self.registered - interest.keys():
+            self.poller.unregister(fd)
+        for fd, mask in interest.items():
+            self.poller.register(fd, mask)
+        self.registered = set(interest)
+
+    def _ready(self, fd: int, events: int) -> None:
+        if fd == self.stdin and events & _READABLE:
+            self._from_host()
+        if fd == self.sock.fileno() and events & _WRITABLE:
+            self._to_daemon()
+        if fd == self.sock.fileno() and events & _READABLE:
+            self._from_daemon()
+        if fd == self.stdout and events & _WRITABLE and self.down:
+            del self.down[: _write(self.stdout, self.down)]
+
+    def _from_host(self) -> None:
+        if not (self.stdin_open and len(self.up) < CHUNK_BYTES):
+            return
+        data = _read(self.stdin)
+        if data is not None:
+            self.up += data
+            self.stdin_open = bool(data)
+
+    def _to_daemon(self) -> None:
+        if not (self.up and self.sock_open):
+            return
+        sent = _send(self.sock, self.up)
+        if sent is None:
+            self.sock_open = False  # the daemon went away while the host was talking
+            self.up.clear()
+        else:
+            del self.up[:sent]
+
+    def _from_daemon(self) -> None:
+        if not (self.sock_open and len(self.down) < CHUNK_BYTES):
+            return
+        data = _recv(self.sock)
+        if data is not None:
+            self.down += data
+            self.sock_open = bool(data)
 
 
 def _read(fd: int) -> bytes | None:

@@ -267,33 +267,47 @@ class PinBook:
         pin = pin or self._adopt_legacy(tool.server, tool.tool)
         if pin is None:
             suspicious = suspicion() if suspicion is not None else None
-            if listing is None:
-                known = None
-            else:
-                known = lookup.pins(tool.server) if lookup is not None else self.pins(tool.server)
-            late = self._newcomer(definition, known, listing) if known and listing is not None else None
-            if late is not None and late[1] is not None:
-                pin = self._insert_rename(tool, digest, definition, late[1], _joined(late[0], suspicious) or late[0])
-                return PinVerdict(False, pin.pending_reason or late[0], pin)
-            approved = self.mode == "tofu" and suspicious is None and late is None
-            strict = "awaiting approval (pinning: strict)" if self.mode == "strict" else None
-            reason = _joined(suspicious, strict or (late[0] if late is not None else None))
-            pin = self._insert(tool, digest, text, approved, reason or None)
-            if known == [] and listing is not None:
-                self._pin_first_listing(tool, listing(), scan)
-            if pin.hash != digest:  # another process pinned another definition first: it stands, this one waits
-                why = _joined(invisible_change(pin.definition, definition), suspicious) or "definition changed"
-                pin = self._set_pending(pin, digest, definition, why)
-                return PinVerdict(False, pin.pending_reason or "definition changed", pin)
-        elif pin.hash != digest:
-            if pin.pending_hash != digest:
-                suspicious = suspicion() if suspicion is not None else None
-                why = _joined(invisible_change(pin.definition, definition), suspicious) or "definition changed"
-                pin = self._set_pending(pin, digest, definition, why)
+            return self._first_seen(tool, (definition, text, digest), suspicious, listing, scan, lookup)
+        if pin.hash == digest:
+            return _verdict(pin)
+        if pin.pending_hash == digest:  # held already, for this very definition
             return PinVerdict(False, pin.pending_reason or "definition changed", pin)
-        if not pin.approved:
-            return PinVerdict(False, pin.pending_reason or "awaiting approval", pin)
-        return PinVerdict(True, "pinned", pin)
+        return self._hold(pin, definition, digest, suspicion() if suspicion is not None else None)
+
+    def _first_seen(
+        self,
+        tool: ToolInfo,
+        canonical: tuple[JSONObject, str, str],
+        suspicious: str | None,
+        listing: Callable[[], Sequence[ToolInfo]] | None,
+        scan: Callable[[ToolInfo], str | None] | None,
+        lookup: PinLookup | None,
+    ) -> PinVerdict:
+        """A tool without a pin: pinned now (approved under tofu unless suspicious, late or renamed)."""
+        definition, text, digest = canonical
+        known = None if listing is None else (lookup if lookup is not None else self).pins(tool.server)
+        late = self._newcomer(definition, known, listing) if known and listing is not None else None
+        if late is not None and late[1] is not None:
+            pin = self._insert_rename(tool, digest, definition, late[1], _joined(late[0], suspicious) or late[0])
+            return PinVerdict(False, pin.pending_reason or late[0], pin)
+        pin = self._insert(tool, digest, text, *self._first_approval(suspicious, late))
+        if known == [] and listing is not None:
+            self._pin_first_listing(tool, listing(), scan)
+        if pin.hash != digest:  # another process pinned another definition first: it stands, this one waits
+            return self._hold(pin, definition, digest, suspicious)
+        return _verdict(pin)
+
+    def _first_approval(self, suspicious: str | None, late: tuple[str, Pin | None] | None) -> tuple[bool, str | None]:
+        """Whether a first definition is approved as it is pinned, and why not."""
+        approved = self.mode == "tofu" and suspicious is None and late is None
+        strict = "awaiting approval (pinning: strict)" if self.mode == "strict" else None
+        return approved, _joined(suspicious, strict or (late[0] if late is not None else None)) or None
+
+    def _hold(self, pin: Pin, definition: JSONObject, digest: str, suspicious: str | None) -> PinVerdict:
+        """``definition`` differs from the pinned one: it waits for approval, saying what changed."""
+        why = _joined(invisible_change(pin.definition, definition), suspicious) or "definition changed"
+        pin = self._set_pending(pin, digest, definition, why)
+        return PinVerdict(False, pin.pending_reason or "definition changed", pin)
 
     def _newcomer(
         self, definition: JSONObject, known: list[Pin], listing: Callable[[], Sequence[ToolInfo]]
@@ -479,6 +493,13 @@ _COLUMNS = (
 def _pin(row: Sequence[Any]) -> Pin:
     server, tool, digest, definition, approved, pinned_at, pending_hash, pending_definition, reason = row
     return Pin(server, tool, digest, definition, bool(approved), pinned_at, pending_hash, pending_definition, reason)
+
+
+def _verdict(pin: Pin) -> PinVerdict:
+    """The verdict of a pin whose definition is the one seen: approved, or still awaiting approval."""
+    if not pin.approved:
+        return PinVerdict(False, pin.pending_reason or "awaiting approval", pin)
+    return PinVerdict(True, "pinned", pin)
 
 
 def _joined(*reasons: str | None) -> str | None:
