@@ -389,18 +389,9 @@ class Guard:
             MCPMuxError: the call itself failed (see :meth:`Manager.call_tool`).
         """
         args = dict(arguments or {})
-        caller = caller if caller is not None or self.scope is None else self.scope.caller
-        tool = self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)
-        if tool.synthetic and tool.tool == READ_RESOURCE:
-            # ``server:read_resource`` is a read like read_resource's: the same URI checks, before anything.
-            self._readable(tool, args, caller, str(args.get("uri", "")))
-        elif tool.synthetic and tool.tool == GET_PROMPT and self.toolset is not None:
-            # And ``server:get_prompt`` a render like get_prompt's: the toolset's prompt patterns rule it.
-            wanted = str(args.get("name", ""))
-            prompt = next((p for p in self.manager.prompts(tool.server) if p.prompt == wanted), None)
-            self._outside(tool, args, caller, prompt is not None and self.toolset.has_prompt(prompt))
-        elif self.toolset is not None:
-            self._outside(tool, args, caller, self.toolset.has_tool(tool))
+        tool, caller = self._resolved(name, caller)
+        if tool.synthetic or self.toolset is not None:
+            self._within_scope(tool, args, caller)
         check = validate if validate is not None else self._validates(tool)
         # _decide, without a frame of its own when no one is asked.
         decision = self._judge(tool, args, caller, check_arguments=check)
@@ -409,13 +400,8 @@ class Guard:
         server = self._server_config(tool.server)
         cacheable = cache and ResultCache.cacheable(server, tool)
         if cacheable:
-            hit = self.cache.lookup(tool, args, caller)
+            hit = self._cache_hit(tool, args, caller, decision)
             if hit is not None:
-                self.audit.record(
-                    face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
-                    decision="asked" if decision.action == "ask" else "allowed", rule=decision.rule, duration_ms=0.0,
-                    outcome="cache-hit", result_bytes=_tool_result_size(hit),
-                )  # fmt: skip
                 return hit
             decision = Decision(decision.action, f"{decision.rule}; cache miss", by_person=decision.by_person)
         scope = ApprovalScope.of(self.face, answered_by or caller)
@@ -438,6 +424,42 @@ class Guard:
         if cacheable:
             self.cache.store(server, tool, args, caller, result)
         return result
+
+    def _resolved(self, name: str | ToolInfo, caller: str | None) -> tuple[ToolInfo, str | None]:
+        """The tool called (as its server lists it now) and who calls (this view's caller unless told)."""
+        caller = caller if caller is not None or self.scope is None else self.scope.caller
+        return (self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)), caller
+
+    def _within_scope(self, tool: ToolInfo, args: JSONObject, caller: str | None) -> None:
+        """Refuses (audited) a call that this guard's toolset leaves out, or a read it may not make.
+
+        ``server:read_resource`` is a read like :meth:`read_resource`'s: the same URI checks, before
+        anything; ``server:get_prompt`` a render like :meth:`get_prompt`'s: the toolset's prompt
+        patterns rule it.
+        """
+        if tool.synthetic and tool.tool == READ_RESOURCE:
+            self._readable(tool, args, caller, str(args.get("uri", "")))
+        elif self.toolset is None:
+            return
+        elif tool.synthetic and tool.tool == GET_PROMPT:
+            wanted = str(args.get("name", ""))
+            prompt = next((p for p in self.manager.prompts(tool.server) if p.prompt == wanted), None)
+            self._outside(tool, args, caller, prompt is not None and self.toolset.has_prompt(prompt))
+        else:
+            self._outside(tool, args, caller, self.toolset.has_tool(tool))
+
+    def _cache_hit(
+        self, tool: ToolInfo, args: JSONObject, caller: str | None, decision: Decision
+    ) -> types.CallToolResult | None:
+        """A kept result of this call, audited as ``cache-hit``; ``None``: none is kept."""
+        hit = self.cache.lookup(tool, args, caller)
+        if hit is not None:
+            self.audit.record(
+                face=self.face, caller=caller, server=tool.server, tool=tool.tool, name=tool.name, arguments=args,
+                decision="asked" if decision.action == "ask" else "allowed", rule=decision.rule, duration_ms=0.0,
+                outcome="cache-hit", result_bytes=_tool_result_size(hit),
+            )  # fmt: skip
+        return hit
 
     def _calling(self, call: _InFlight) -> None:
         # Cheap on the hot path: arguments are compared only when a server asks (answer_upstream_approval).

@@ -30,6 +30,7 @@ from mcpmux.web.slowloris import DEFAULT_HEADER_TIMEOUT_S
 
 if TYPE_CHECKING:
     from mcpmux.policy import StateStore
+    from mcpmux.serve.cluster import ReplicaOptions
     from mcpmux.serve.run import ServeOptions
     from mcpmux.web.introspection import Introspector
     from mcpmux.web.oauth_resource import ExternalTokens
@@ -142,14 +143,8 @@ class ServeConfig:
         self.check()
         http = None if self.http is None else address("--http", self.http)
         ws = None if self.ws is None else address("--ws", self.ws)
-        replica = None
-        allow_hosts = self.allow_hosts
-        if self.replica_id is not None or self.advertise is not None:
-            from mcpmux.serve.cluster import ReplicaOptions
-
-            assert http is not None  # check() asked for --http
-            replica = ReplicaOptions.of(self.replica_id, self.advertise, port=http[1])
-            allow_hosts = (*allow_hosts, _netloc(replica.advertise))
+        replica = self._replica(http)
+        allow_hosts = self.allow_hosts if replica is None else (*self.allow_hosts, _netloc(replica.advertise))
         files = load_config(self.config_path)
         config = with_registered(files, self.db_url)
         redact(config.secret_values)
@@ -178,17 +173,12 @@ class ServeConfig:
                     host=http[0], port=http[1], security=rules("--http", http[0]), sse=self.sse,
                     json_response=self.json_response, header_timeout_s=self.header_timeout_s,
                 )  # fmt: skip
-            tcp = self._tcp(tokens)
             options = ServeOptions(
                 api=_api_factory(files, self.db_url, self.allow_process_sources) if self.serves_api else None,
-                console=(
-                    _console_factory(config, self.db_url, self.serves_api, self.allow_process_sources)
-                    if self.serves_ui
-                    else None
-                ),
+                console=self._console(config),
                 stdio=self.stdio or not (self.http or self.tcp or self.ws),
                 http=http_options,
-                tcp=tcp,
+                tcp=self._tcp(tokens),
                 ws=ws,
                 ws_security=rules("--ws", ws[0]) if ws is not None else None,
                 separator=self.separator,
@@ -201,6 +191,21 @@ class ServeConfig:
             store.close()
             raise
         return Prepared(config, store, options, external)
+
+    def _replica(self, http: tuple[str, int] | None) -> ReplicaOptions | None:
+        """This gateway as one replica of several (``--replica-id``, ``--advertise``); ``None``: alone."""
+        if self.replica_id is None and self.advertise is None:
+            return None
+        from mcpmux.serve.cluster import ReplicaOptions
+
+        assert http is not None  # check() asked for --http
+        return ReplicaOptions.of(self.replica_id, self.advertise, port=http[1])
+
+    def _console(self, config: Config) -> Any:
+        """The console's factory (its sources page where the REST API is served); ``None``: no console."""
+        if not self.serves_ui:
+            return None
+        return _console_factory(config, self.db_url, self.serves_api, self.allow_process_sources)
 
     def _external_tokens(self) -> ExternalTokens | None:
         """The authorization server's tokens (``--oauth-issuer``), with the introspector of ``--oauth-client-id``."""
