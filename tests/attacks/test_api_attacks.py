@@ -18,6 +18,7 @@ from mcpmux.api.serve import build_api
 from mcpmux.config.models import Config, OpenAPIServerConfig, SecurityConfig
 from mcpmux.policy import StateStore
 from mcpmux.sources import SourceRegistry
+from mcpmux.sources.models import SourceSpec
 from mcpmux.web.tokens import TokenStore
 from tests.peers.fixtures import free_port
 from tests.sources.conftest import KEY
@@ -227,3 +228,75 @@ def test_a_token_holder_cannot_aim_an_openapi_base_url_inward(tmp_path: Path) ->
         }
         answer = client.post("/api/sources", json=body, headers={"Authorization": f"Bearer {admin}"})
         assert answer.status_code == 403 and "non-public" in answer.json()["detail"]
+
+
+PUBLIC = "93.184.216.34"  # a public address literal: resolves without a network
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "ws", "source_type": "mcp", "mcp_config": {"type": "websocket", "url": "ws://127.0.0.1:9/mcp"}},
+        {"name": "wss", "source_type": "mcp", "mcp_config": {"type": "websocket", "url": "wss://169.254.169.254/"}},
+        {"name": "tcp", "source_type": "mcp", "mcp_config": {"type": "tcp", "url": "tcp://127.0.0.1:9"}},
+        {"name": "tcpurl", "source_type": "mcp", "url": "tcp://10.1.2.3:7000"},
+        {"name": "wsurl", "source_type": "mcp", "url": "ws://[::1]:9/"},
+        {"name": "viavar", "source_type": "mcp", "environment": {"H": "127.0.0.1:9"},
+         "mcp_config": {"type": "http", "url": "http://${H:-" + PUBLIC + "}/mcp"}},
+    ],
+)  # fmt: skip
+def test_a_token_holder_cannot_reach_the_hosts_network_over_websocket_tcp_or_a_variable(
+    tmp_path: Path, body: dict[str, object]
+) -> None:
+    """Issue 43 item 6: only http(s) URLs were checked, as written; ws://, tcp:// and ${VAR} reached loopback."""
+    with api(tmp_path) as (client, store):
+        admin = TokenStore(store).create("boss", scopes=("read", "execute", "admin"))
+        headers = {"Authorization": f"Bearer {admin}"}
+        answer = client.post("/api/sources", json=body, headers=headers)
+        assert _is_problem(answer, 403) and "non-public address" in answer.json()["detail"], answer.text
+        assert [s["name"] for s in client.get("/api/sources", headers=headers).json() if not s["read_only"]] == []
+
+
+@pytest.mark.parametrize(
+    "auth",
+    [
+        {"grant": "jwt_bearer", "assertion_file": "/etc/shadow", "client_id": "workload"},
+        {"grant": "jwt_bearer", "assertion_env": "AWS_SECRET_ACCESS_KEY", "client_id": "workload"},
+        {"allow_private_addresses": True},
+    ],
+)
+def test_a_token_holder_cannot_set_auth_that_reads_host_secrets(tmp_path: Path, auth: dict[str, object]) -> None:
+    """Issue 43 item 9: assertion_file, assertion_env and allow_private_addresses are the local user's."""
+    body = {"name": "remote", "source_type": "mcp",
+            "mcp_config": {"type": "http", "url": f"https://{PUBLIC}/mcp", "auth": auth}}  # fmt: skip
+    with api(tmp_path) as (client, store):
+        admin = TokenStore(store).create("boss", scopes=("read", "execute", "admin"))
+        headers = {"Authorization": f"Bearer {admin}"}
+        answer = client.post("/api/sources", json=body, headers=headers)
+        assert _is_problem(answer, 403) and "local user" in answer.json()["detail"], answer.text
+        assert [s["name"] for s in client.get("/api/sources", headers=headers).json() if not s["read_only"]] == []
+
+
+def test_a_token_holder_cannot_change_a_process_sources_environment_or_repoint_a_url(tmp_path: Path) -> None:
+    """Issue 43 items 6 and 9: a PATCH of variable values restarted a local process with LD_PRELOAD,
+    and could turn a registered URL inward; the local user (no token) still may."""
+    registry = SourceRegistry(f"sqlite:///{tmp_path / 'sources.db'}", key=KEY)  # as `mcpmux sources add` does
+    try:
+        registry.add(SourceSpec(name="proc", source_type="mcp", config={"command": "true", "env": {"X": "${X}"}},
+                                environment={"X": "1"}))  # fmt: skip
+    finally:
+        registry.close()
+    remote = {"name": "remote", "source_type": "mcp", "environment": {"H": PUBLIC},
+              "mcp_config": {"type": "websocket", "url": "ws://${H}/mcp"}}  # fmt: skip
+    with api(tmp_path) as (client, store):
+        assert client.post("/api/sources", json=remote).status_code == 201  # the local user, before any token
+        admin = TokenStore(store).create("boss", scopes=("read", "execute", "admin"))
+        headers = {"Authorization": f"Bearer {admin}"}
+        preload = client.patch(
+            "/api/sources/proc", json={"environment": {"LD_PRELOAD": "/tmp/evil.so"}}, headers=headers
+        )
+        assert _is_problem(preload, 403) and "only the local user" in preload.json()["detail"], preload.text
+        inward = client.patch("/api/sources/remote", json={"environment": {"H": "127.0.0.1:9"}}, headers=headers)
+        assert _is_problem(inward, 403) and "non-public address" in inward.json()["detail"], inward.text
+        fine = client.patch("/api/sources/remote", json={"environment": {"H": "93.184.216.35"}}, headers=headers)
+        assert fine.status_code == 200, fine.text

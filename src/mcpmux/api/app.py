@@ -8,7 +8,6 @@ loopback bind with no token made), and then may do everything, like the person a
 
 # No ``from __future__ import annotations`` here: FastAPI reads the route functions' annotations at
 # run time, and the ``Annotated`` dependency aliases are locals of create_app.
-import socket
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -17,6 +16,7 @@ import anyio
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.routing import APIRouter
 
+from mcpmux.api.admission import refuse_environment_change, refuse_for_network, refuse_processes
 from mcpmux.api.models import (
     ExecuteRequest,
     ExecuteResult,
@@ -144,6 +144,9 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
         if body.lifecycle_mode is not None:
             changes["lifecycle"] = body.lifecycle_mode
         if body.environment is not None:
+            if who.name is not None:  # a network caller (see mcpmux.api.admission)
+                current = await rt.registry_call(rt.registry.get, source_id)
+                await refuse_environment_change(rt, current, body.environment)
             changes["environment"] = body.environment
         source = await rt.registry_call(rt.registry.update, source_id, changes)
         await rt.joined(source)
@@ -243,16 +246,16 @@ def _server_state(status: Any) -> dict[str, Any]:
 async def register_source(rt: ApiRuntime, body: SourceCreate, *, network_caller: bool) -> Source:
     """Register a source and make it live, as ``POST /api/sources`` does (the console's "add source" too).
 
-    ``network_caller``: a caller known by a token, whose source may not point at a private address.
+    ``network_caller``: a caller known by a token, held to :mod:`mcpmux.api.admission`'s rules.
 
     Raises:
         ApiProblem: the source would start a process, points at a private address, or is no OpenAPI document.
         MCPMuxError: the registry refused it (name taken, invalid), or it could not join the manager.
     """
     spec = _spec(body)
-    _refuse_processes(rt, spec)
+    refuse_processes(rt, spec)
     if network_caller:
-        await _refuse_private_targets(spec)
+        await refuse_for_network(spec)
     if spec.source_type == "openapi":
         await _check_openapi(spec)
     source = await rt.registry_call(lambda: rt.registry.add(spec, reserved=rt.configured()))
@@ -281,50 +284,6 @@ def _spec(body: SourceCreate) -> SourceSpec:
         manifest=manifest, config=config, environment=environment,
         lifecycle="transient" if lifecycle == "transient" else "singleton",
     )  # fmt: skip
-
-
-def _refuse_processes(rt: ApiRuntime, spec: SourceSpec) -> None:
-    """A network caller may not make this host start a program, unless the host allowed it."""
-    if rt.allow_process_sources:
-        return
-    stdio = spec.config.get("type", "stdio" if "command" in spec.config else None) == "stdio"
-    manifest = spec.manifest is not None or ((spec.url or "").startswith("file://") and spec.source_type == "mcp")
-    if stdio or manifest:
-        detail = (
-            "this source would start a process on the host; register it there (`mcpmux sources add`) or "
-            "start the API with --allow-process-sources"
-        )
-        raise ApiProblem(403, "Forbidden", detail)
-
-
-async def _refuse_private_targets(spec: SourceSpec) -> None:
-    """A token holder may not point this host at its own network (server-side request forgery).
-
-    The spec URL, an OpenAPI ``base_url`` and a remote MCP URL must resolve to public addresses, and
-    ``allow_private_network`` is not theirs to set; the local user (no token required) may do both.
-    """
-    from urllib.parse import urlsplit
-
-    from mcpmux.servers.openapi.execute import is_public_address
-
-    if spec.config.get("allow_private_network"):
-        raise ApiProblem(403, "Forbidden", "allow_private_network may be set only by the local user")
-    urls = [u for u in (spec.url, spec.config.get("base_url"), spec.config.get("url")) if isinstance(u, str)]
-    for url in urls:
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https"):
-            continue
-        try:
-            infos = await anyio.getaddrinfo(parts.hostname or "", parts.port or 443, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise ApiProblem(422, "Unreachable", f"cannot resolve {parts.hostname!r}: {exc}") from exc
-        private = sorted({str(i[4][0]) for i in infos if not is_public_address(str(i[4][0]))})
-        if private:
-            detail = (
-                f"{url} resolves to a non-public address ({', '.join(private)}); only the local user "
-                "may register sources on this host's own network"
-            )
-            raise ApiProblem(403, "Forbidden", detail)
 
 
 async def _check_openapi(spec: SourceSpec) -> None:

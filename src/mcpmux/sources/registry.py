@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, delete, insert, or_, select, update
@@ -187,14 +187,16 @@ class SourceRegistry:
 
     # -- running them ----------------------------------------------------------------------------
 
-    def server_config(self, source: Source) -> ServerConfig:
+    def server_config(self, source: Source, environment: Mapping[str, str] | None = None) -> ServerConfig:
         """The server config that runs ``source``, its secrets opened.
+
+        ``environment``: values that replace stored ones (a change to check before it is made).
 
         Raises:
             ConfigError: a secret does not open (the key changed).
             SourceError: a variable without a value, or fields that do not validate.
         """
-        values = {**source.plain_values, **self._secrets(source)}
+        values = {**source.plain_values, **self._secrets(source), **(environment or {})}
         return materialise(source.name, source.entry, values, source.lifecycle)
 
     def with_sources(self, config: Config) -> Config:
