@@ -217,7 +217,7 @@ def test_a_token_holder_cannot_point_the_host_at_its_own_network(tmp_path: Path,
 
 
 def test_a_token_holder_cannot_aim_an_openapi_base_url_inward(tmp_path: Path) -> None:
-    spec = _openapi(tmp_path, {"/x": {"get": {"operationId": "x"}}})
+    spec = "https://93.184.216.34/openapi.json"  # public (a host path is refused first: see below); never fetched
     with api(tmp_path) as (client, store):
         admin = TokenStore(store).create("boss", scopes=("read", "execute", "admin"))
         body = {
@@ -300,3 +300,52 @@ def test_a_token_holder_cannot_change_a_process_sources_environment_or_repoint_a
         assert _is_problem(inward, 403) and "non-public address" in inward.json()["detail"], inward.text
         fine = client.patch("/api/sources/remote", json={"environment": {"H": "93.184.216.35"}}, headers=headers)
         assert fine.status_code == 200, fine.text
+
+
+def test_a_token_holder_cannot_read_a_host_file_as_an_openapi_document(tmp_path: Path) -> None:
+    """Issue 43 item 8: a network caller registered file:// and bare-path documents, read on the host."""
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"openapi": "3.0.0", "info": {"title": SECRET, "version": "1"}, "paths": {}}))
+    with api(tmp_path) as (client, store):
+        admin = TokenStore(store).create("boss", scopes=("read", "execute", "admin"))
+        headers = {"Authorization": f"Bearer {admin}"}
+        for url in (f"file://{secret}", str(secret)):
+            answer = client.post("/api/sources", json={"name": "peek", "source_type": "openapi", "url": url},
+                                 headers=headers)  # fmt: skip
+            assert _is_problem(answer, 403) and "only the local user" in answer.json()["detail"], answer.text
+            assert SECRET not in answer.text
+        assert [s["name"] for s in client.get("/api/sources", headers=headers).json() if not s["read_only"]] == []
+
+
+def test_a_fifo_named_as_a_document_is_refused_without_blocking(tmp_path: Path) -> None:
+    """Issue 43 item 8: reading a FIFO blocked the thread until a writer came (42 froze the API's workers)."""
+    import os
+    import threading
+
+    from mcpmux.errors import SpecError
+    from mcpmux.servers.openapi.document import read_spec_file
+
+    fifo = tmp_path / "spec.json"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            read_spec_file(fifo)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():  # blocked in open(): a writer end releases it, then the test fails
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=30)
+        pytest.fail("reading a FIFO as a document blocked its thread")
+    assert len(outcome) == 1 and isinstance(outcome[0], SpecError), outcome
+    assert "not a regular file" in str(outcome[0])
+    with pytest.raises(SpecError, match="not a regular file"):
+        read_spec_file(tmp_path)  # a directory
+    with pytest.raises(SpecError, match="not a regular file"):
+        read_spec_file(Path("/dev/zero"))  # a device that never ends

@@ -9,7 +9,8 @@ A caller known by a token is someone on the network, not the user at this machin
   ``url``, an MCP server's ``url`` of any scheme, ``http``, ``ws`` or ``tcp``, an OpenAPI ``base_url``),
   as written and as its ``${VAR}`` references expand, must resolve to public addresses only;
 - no setting that reads the host's secrets or opens its network: ``allow_private_network``, and an
-  OAuth block's ``allow_private_addresses``, ``assertion_file`` or ``assertion_env``.
+  OAuth block's ``allow_private_addresses``, ``assertion_file`` or ``assertion_env``;
+- no OpenAPI document from a host path (``file://`` or a bare path): a file of the host's.
 
 The user at the machine (no token) may do all of it. Each refusal is a 403 problem that says why.
 """
@@ -56,6 +57,10 @@ async def refuse_for_network(spec: SourceSpec) -> None:
     server = _materialised(spec)
     if server is not None:
         _refuse_host_secrets(_auth_of(server))
+    documents = [spec.url] if spec.source_type == "openapi" else []
+    if isinstance(server, OpenAPIServerConfig):
+        documents.append(server.spec)
+    _refuse_host_paths(documents)
     await _refuse_private_urls([spec.url, spec.config.get("base_url"), spec.config.get("url"), *_urls_of(server)])
 
 
@@ -89,6 +94,14 @@ def _urls_of(server: ServerConfig | None) -> list[str]:
 def _auth_of(server: ServerConfig) -> Any:
     auth: Any = getattr(server, "auth", None)
     return auth.model_dump() if auth is not None and hasattr(auth, "model_dump") else auth
+
+
+def _refuse_host_paths(documents: Iterable[str | None]) -> None:
+    """An OpenAPI document named by a ``file://`` URL or a path is a file of the host's: the local user's alone."""
+    for document in documents:
+        if document and (document.lower().startswith("file:") or "://" not in document):
+            detail = f"{document!r} is a file of the host's: only the local user may register a document from a path"
+            raise ApiProblem(403, "Forbidden", f"{detail}; serve it over https, or add it there (`mcpmux sources add`)")
 
 
 def _refuse_host_secrets(auth: Any) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -97,12 +99,19 @@ def read_spec_file(path: Path) -> SpecDocument:
     """
     source = str(path)
     try:
-        with path.open("rb") as handle:
-            if not path.is_file():
-                raise SpecError(source, "", "not a regular file")
-            raw = handle.read(MAX_SPEC_BYTES + 1)
+        # Opened without blocking and judged by what was opened: a FIFO would block the reading thread
+        # until a writer came (42 of them froze the API's workers), a device never ends.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise SpecError(source, "", f"cannot read it: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SpecError(source, "", "not a regular file (a FIFO, a device or a directory is never read)")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+        except OSError as exc:
+            raise SpecError(source, "", f"cannot read it: {exc.strerror or exc}") from exc
     if len(raw) > MAX_SPEC_BYTES:
         raise SpecError(source, "", f"larger than {MAX_SPEC_BYTES // (1024 * 1024)} MiB")
     return parse_spec(_decode(raw, source), source)
