@@ -153,6 +153,26 @@ def test_the_api_publishes_its_own_openapi_document(database_url: str, tmp_path:
             "/api/tools/{tool_id}", "/api/tools/execute", "/api/servers", "/api/audit"} <= paths  # fmt: skip
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_docs_load_every_file_from_the_api_itself_not_a_cdn(database_url: str, tmp_path: Path) -> None:
+    """Issue 43 item 15: /api/docs loaded Swagger UI's script and styles from cdn.jsdelivr.net."""
+    import re
+
+    with api(database_url, tmp_path / "state.db") as client:
+        page = client.get("/api/docs")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        linked = re.findall(r"""(?:src|href)=["']([^"']+)["']|url: ?["']([^"']+)["']""", page.text)
+        urls = sorted({a or b for a, b in linked})
+        assert urls, page.text
+        assert all(u.startswith("/api/") for u in urls), urls  # nothing from another origin
+        assert "/api/openapi.json" in urls
+        for url in urls:
+            asset = client.get(url)
+            assert asset.status_code == 200, url
+        script = client.get("/api/docs/assets/swagger-ui-bundle.js")
+        assert "javascript" in script.headers["content-type"] and "SwaggerUIBundle" in script.text
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_transient_source_runs_only_for_its_sync_and_its_calls(database_url: str, tmp_path: Path) -> None:

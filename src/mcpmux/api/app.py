@@ -78,11 +78,12 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
         summary="Sources (MCP servers and OpenAPI services), their tools, and execution under policy.",
         version="1",
         openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=f"{API_PREFIX}/docs",
+        docs_url=None,  # served below, with Swagger UI's files from the package (no CDN)
         redoc_url=None,
         lifespan=lifespan,
     )
     install(app)
+    _offline_docs(app)
 
     def caller(request: Request) -> Caller:
         # The security middleware checked the token (and took the header off): it left who it was.
@@ -234,6 +235,30 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
 
     app.include_router(router)
     return app
+
+
+DOCS_ASSETS = f"{API_PREFIX}/docs/assets"
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """``/api/docs``: Swagger UI with its script, styles and icon from the ``swagger-ui-bundle`` package.
+
+    Nothing is loaded from a CDN: the docs work offline, and the page (on the console's origin when
+    both are served) runs no third-party script.
+    """
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from starlette.staticfiles import StaticFiles
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get(f"{API_PREFIX}/docs", include_in_schema=False)
+    async def docs() -> Response:
+        return get_swagger_ui_html(
+            openapi_url=f"{API_PREFIX}/openapi.json", title="mcpmux API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )  # fmt: skip
 
 
 def _server_state(status: Any) -> dict[str, Any]:
