@@ -12,10 +12,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import psutil
 import pytest
 
+from mcpmux.attach.paths import home_key
 from mcpmux.cli.main import run
 
 START_TIMEOUT_S = 60.0
@@ -33,7 +35,9 @@ class Daemon:
 
     @property
     def socket(self) -> Path:
-        return self.runtime / "mcpmux" / "daemon.sock"
+        """The daemon's socket for this test's home (as ``socket_path`` names it, without its checks)."""
+        with mock.patch.dict(os.environ, self.env, clear=True):
+            return self.runtime / "mcpmux" / f"daemon-{home_key()}.sock"
 
     @property
     def log(self) -> Path:

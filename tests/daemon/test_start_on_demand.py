@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -131,3 +132,25 @@ def test_a_test_environment_never_reaches_the_shared_runtime_directory() -> None
     runtime = Path(env["XDG_RUNTIME_DIR"])
     assert runtime.is_relative_to(root) and runtime.stat().st_mode & 0o077 == 0
     assert Path(os.environ["XDG_RUNTIME_DIR"]).is_relative_to(Path(os.environ["HOME"]))  # the autouse fixture's
+
+
+def test_another_home_of_the_same_user_gets_a_daemon_of_its_own(daemon: Daemon, tmp_path: Path) -> None:
+    """Issue 42 bug 2: with one runtime directory, another HOME's CLI used the first daemon, which ran that
+    project's servers under the first HOME and data dir."""
+    daemon.start("--linger", "600")
+    first = daemon.socket
+    other_home = tmp_path / "other-home"
+    other_home.mkdir()
+    other = {**daemon.env, "HOME": str(other_home)}
+    for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "MCPMUX_DATA_DIR", "MCPMUX_STATE_DIR"):
+        other.pop(key, None)
+    second = Daemon(daemon.runtime, other).socket
+    assert first.exists() and second.parent == first.parent and second != first
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpmux", "--json", "daemon", "status"], env=other, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr  # not the first home's daemon: none for this home
+    assert json.loads(done.stdout)["running"] is False
+    assert not second.exists()  # asking started nothing
+    assert daemon.status() is not None  # the first home's daemon still serves its own

@@ -3,20 +3,27 @@
 The directory is ``$XDG_RUNTIME_DIR/mcpmux`` (the login's private tmpfs), else ``/tmp/mcpmux-$UID``,
 created 0700. A directory or socket that another user owns, or that others may write to, is refused
 before it is used: another user could otherwise stand in for the daemon and see every call.
+
+One user may run several homes at once (containers, CI, ``HOME=... mcpmux``): each has a daemon of
+its own, keyed by the user file, data and state directories it would use (:func:`home_key`), so a
+command never reaches a daemon that runs another home's servers with another home's databases.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
 
+from mcpmux.config.paths import data_dir, state_dir, user_config_file
 from mcpmux.errors import DaemonUnavailable
 
-__all__ = ["MAX_SOCKET_PATH_BYTES", "check_owned", "lock_path", "log_path", "runtime_dir", "socket_path"]
+__all__ = [
+    "MAX_SOCKET_PATH_BYTES", "check_owned", "home_key", "lock_path", "log_path", "runtime_dir", "socket_path",
+]  # fmt: skip
 
 MAX_SOCKET_PATH_BYTES = 107  # sun_path is 108 bytes with its terminating NUL (Linux)
-_SOCKET_NAME = "daemon.sock"
 
 
 def runtime_dir(*, create: bool = True) -> Path:
@@ -34,10 +41,16 @@ def runtime_dir(*, create: bool = True) -> Path:
     return directory
 
 
+def home_key() -> str:
+    """12 hex digits naming this home: its user config file, data and state directories (HOME, XDG, MCPMUX_*)."""
+    places = "\0".join(str(p.absolute()) for p in (user_config_file(), data_dir(), state_dir()))
+    return hashlib.sha256(places.encode()).hexdigest()[:12]
+
+
 def socket_path() -> Path:
-    """The daemon's Unix socket (``MCPMUX_DAEMON_SOCKET`` overrides it)."""
+    """The daemon's Unix socket: ``daemon-KEY.sock`` of this home (``MCPMUX_DAEMON_SOCKET`` overrides it)."""
     explicit = os.environ.get("MCPMUX_DAEMON_SOCKET")
-    path = Path(explicit) if explicit else runtime_dir() / _SOCKET_NAME
+    path = Path(explicit) if explicit else runtime_dir() / f"daemon-{home_key()}.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
         raise DaemonUnavailable(path, f"the socket path is longer than {MAX_SOCKET_PATH_BYTES} bytes")
     return path
