@@ -310,16 +310,8 @@ def _body(
             {"description": "Request body (JSON); the document declares none"},
             False,
         )
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    flat = (
-        isinstance(properties, dict)
-        and properties
-        and not any(name in builder.properties for name in properties)
-        and not any(k in schema for k in ("allOf", "anyOf", "oneOf"))
-        and ("json" in media_type or media_type in (_FORM, _MULTIPART))
-    )
-    if flat:
-        assert isinstance(properties, dict)
+    properties = _flat_properties(builder, media_type, schema)
+    if properties is not None:
         inner_required = schema.get("required", []) if required else []
         for name, sub in properties.items():
             if not (isinstance(sub, dict) and sub.get("readOnly") is True):
@@ -330,6 +322,18 @@ def _body(
     arg = "body" if "body" not in builder.properties else "request_body"
     builder.add(arg, schema, required=required)
     return BodyBinding(media_type=media_type, arg=arg)
+
+
+def _flat_properties(builder: _InputBuilder, media_type: str, schema: Any) -> dict[str, Any] | None:
+    """The body's properties when they can be the tool's own arguments (a plain JSON or form object whose
+    names no parameter takes); ``None``: the body is one argument."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return None
+    plain = not any(k in schema for k in ("allOf", "anyOf", "oneOf"))
+    free = not any(name in builder.properties for name in properties)
+    flat_media = "json" in media_type or media_type in (_FORM, _MULTIPART)
+    return properties if plain and free and flat_media else None
 
 
 def _openapi3_body(resolver: RefResolver, operation: dict[str, Any], where: str) -> tuple[str | None, Any, bool]:
@@ -346,21 +350,31 @@ def _openapi3_body(resolver: RefResolver, operation: dict[str, Any], where: str)
 
 
 def _swagger_body(resolver: RefResolver, operation: dict[str, Any], where: str) -> tuple[str | None, Any, bool]:
-    params = [
-        resolver.deref(p, where)
-        for p in operation.get("parameters", [])
-        if isinstance(operation.get("parameters"), list)
-    ]
+    """A Swagger 2.0 operation's body: its ``in: body`` parameter, else its ``formData`` ones as one object."""
+    params = _swagger_params(resolver, operation, where)
     consumes = operation.get("consumes") or resolver.document.data.get("consumes") or []
-    for param in params:
-        if isinstance(param, dict) and param.get("in") == "body":
-            media_type = _preferred_media([c for c in consumes if isinstance(c, str)] or ["application/json"])
-            body = resolver.schema(param.get("schema", {}), f"{where}.parameters")
-            return media_type, body, bool(param.get("required"))
-    form = [p for p in params if isinstance(p, dict) and p.get("in") == "formData" and isinstance(p.get("name"), str)]
+    param = next((p for p in params if p.get("in") == "body"), None)
+    if param is not None:
+        media_type = _preferred_media(_strings(consumes) or ["application/json"])
+        body = resolver.schema(param.get("schema", {}), f"{where}.parameters")
+        return media_type, body, bool(param.get("required"))
+    form = [p for p in params if p.get("in") == "formData" and isinstance(p.get("name"), str)]
     if not form:
         return None, None, False
     multipart = _MULTIPART in consumes or any(p.get("type") == "file" for p in form)
+    return (_MULTIPART if multipart else _FORM), _form_schema(resolver, form, where), True
+
+
+def _swagger_params(resolver: RefResolver, operation: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """A Swagger 2.0 operation's parameters, references resolved (anything but an object left out)."""
+    listed = operation.get("parameters")
+    if not isinstance(listed, list):
+        return []
+    return [p for p in (resolver.deref(p, where) for p in listed) if isinstance(p, dict)]
+
+
+def _form_schema(resolver: RefResolver, form: list[dict[str, Any]], where: str) -> dict[str, Any]:
+    """A Swagger 2.0 operation's ``formData`` parameters as one object schema."""
     properties = {}
     for p in form:
         keys = ("type", "format", "items", "enum", "default", "description")
@@ -369,7 +383,7 @@ def _swagger_body(resolver: RefResolver, operation: dict[str, Any], where: str) 
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
-    return (_MULTIPART if multipart else _FORM), schema, True
+    return schema
 
 
 def _preferred_media(types: list[str]) -> str:
@@ -385,6 +399,10 @@ def _preferred_media(types: list[str]) -> str:
             if wanted(low):
                 return original
     return types[0]
+
+
+def _strings(values: list[Any]) -> list[str]:
+    return [v for v in values if isinstance(v, str)]
 
 
 def _string(value: Any) -> str:
