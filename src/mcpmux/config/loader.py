@@ -140,18 +140,8 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
     for doc in documents:
         problems.extend(doc.problems)
         warnings.extend(doc.warnings)
-        seen: dict[str, str] = {}
-        for raw in doc.servers:
-            server = _server(doc, raw, environ, secrets, problems, warnings)
-            if server is None:
-                continue
-            where = format_path(raw.origin)
-            if server.name in seen:
-                reason = f"duplicate server name {server.name!r} (first at {seen[server.name]})"
-                problems.append(_problem(doc, raw.origin, reason, server=raw))
-                continue
-            seen[server.name] = where
-            servers.pop(server.name, None)
+        for server in _servers_of(doc, environ, secrets, problems, warnings):
+            servers.pop(server.name, None)  # a later file's entry replaces an earlier one whole, and moves last
             servers[server.name] = server
         for key, (origin, value) in doc.sections.items():
             if key == "llm":
@@ -181,6 +171,29 @@ def _build(documents: list[Document], environ: Mapping[str, str]) -> Config:
     )
 
 
+def _servers_of(
+    doc: Document,
+    environ: Mapping[str, str],
+    secrets: set[str],
+    problems: list[ConfigProblem],
+    warnings: list[ConfigProblem],
+) -> list[ServerConfig]:
+    """The valid servers of one file, in its order; a name used twice in it is a problem (the first stands)."""
+    found: list[ServerConfig] = []
+    seen: dict[str, str] = {}
+    for raw in doc.servers:
+        server = _server(doc, raw, environ, secrets, problems, warnings)
+        if server is None:
+            continue
+        if server.name in seen:
+            reason = f"duplicate server name {server.name!r} (first at {seen[server.name]})"
+            problems.append(_problem(doc, raw.origin, reason, server=raw))
+            continue
+        seen[server.name] = format_path(raw.origin)
+        found.append(server)
+    return found
+
+
 def _server(
     doc: Document,
     raw: RawServer,
@@ -206,17 +219,9 @@ def _server(
             data[key] = _expand_field(doc, raw, (*raw.origin, key), data[key], environ, mine, missing)
             if len(missing) > before:
                 unresolved_fields.add(key)
-    if isinstance(data.get("headers"), dict):
-        # Header values are credentials far more often than not (Authorization, X-Api-Key, ...).
-        mine.update(v for v in data["headers"].values() if isinstance(v, str))
     if data.get("type") == "openapi" and isinstance(data.get("spec"), str):
         data["spec"] = _beside(doc.source, data["spec"])
-    if isinstance(data.get("auth"), dict):
-        auth = data["auth"]
-        mine.update(str(auth[k]) for k in ("token", "password", "value") if isinstance(auth.get(k), str))
-    if isinstance(data.get("env"), dict):
-        mine.update(v for k, v in data["env"].items() if isinstance(v, str) and looks_secret(str(k), v))
-    mine = {s for s in mine if len(s) >= _MIN_SECRET_LEN}
+    mine = {s for s in mine | _secret_looking(data) if len(s) >= _MIN_SECRET_LEN}
     secrets.update(mine)
     data["secret_values"] = frozenset(mine)
     try:
@@ -229,6 +234,21 @@ def _server(
     if not server.enabled:
         warnings.extend(problem for _, problem in missing)
     return server.with_unresolved(missing)
+
+
+def _secret_looking(data: JSONObject) -> set[str]:
+    """Values of a server entry that are secrets whether or not they came from ``${VAR}``: header values
+    (credentials far more often than not: Authorization, X-Api-Key, ...), an auth block's token, password
+    or value, and ``env`` values whose name or shape says secret."""
+    found: set[str] = set()
+    if isinstance(data.get("headers"), dict):
+        found.update(v for v in data["headers"].values() if isinstance(v, str))
+    auth = data.get("auth")
+    if isinstance(auth, dict):
+        found.update(str(auth[k]) for k in ("token", "password", "value") if isinstance(auth.get(k), str))
+    if isinstance(data.get("env"), dict):
+        found.update(v for k, v in data["env"].items() if isinstance(v, str) and looks_secret(str(k), v))
+    return found
 
 
 def _beside(source: str, spec: str) -> str:
