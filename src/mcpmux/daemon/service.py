@@ -113,8 +113,13 @@ def guardian_command(argv: list[str]) -> list[str] | None:
     return guardian_argv(argv, grace_s=GUARDIAN_GRACE_S)
 
 
+PID_WAIT_S = 2.0
+"""How long a reader waits for the pid of a daemon that has just taken the lock (it writes it next)."""
+
+
 def already_serving(lock: Path) -> int | None:
-    """The pid recorded by the daemon that holds ``lock``, or ``None`` if no daemon holds it."""
+    """The pid recorded by the daemon that holds ``lock`` (-1 if it wrote none within :data:`PID_WAIT_S`),
+    or ``None`` if no daemon holds it."""
     try:
         fd = os.open(lock, os.O_RDONLY)
     except FileNotFoundError:
@@ -122,11 +127,21 @@ def already_serving(lock: Path) -> int | None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        text = os.read(fd, 32).decode(errors="replace").strip()
-        return int(text) if text.isdigit() else -1
+        return _recorded_pid(fd)
     finally:
         os.close(fd)
     return None
+
+
+def _recorded_pid(fd: int) -> int:
+    # The holder takes the lock, then truncates the file and writes its pid: a reader racing it to the
+    # file finds it empty for a moment (two daemons starting at once), so it reads again, bounded.
+    deadline = time.monotonic() + PID_WAIT_S
+    while True:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        if text.isdigit() or time.monotonic() >= deadline:
+            return int(text) if text.isdigit() else -1
+        time.sleep(0.01)
 
 
 async def serve_daemon(options: DaemonOptions, announce: Callable[[str], None]) -> int:
