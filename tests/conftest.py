@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import forkserver
+
 pytest_plugins = ["tests.peers.fixtures", "tests.field.report"]
 
 
@@ -20,6 +22,14 @@ def pytest_configure(config: pytest.Config) -> None:
     tests that interrupt a real ``mcpmux`` would then wait for an exit that never comes."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The process that runs tests (a worker, or pytest itself with -n 0) gets a fork server for its
+    # `mcpmux` children (tests/forkserver.py); xdist's controller runs none.
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        forkserver.install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    forkserver.uninstall()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -30,12 +30,12 @@ from mcpmux.errors import ConfigError, ToolDenied, UsageError
 from mcpmux.policy import StateStore
 from mcpmux.servers.functions import function_server
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
+from tests.forkserver import MCPMUX
 from tests.gateway.serving import isolated_env
 
 pytestmark = pytest.mark.anyio
 
 CHANGING = str(Path(__file__).parents[1] / "fixtures" / "changing_server.py")
-MCPMUX = str(Path(sys.executable).with_name("mcpmux"))
 WAIT_S = 90
 
 

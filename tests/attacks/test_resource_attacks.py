@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from mcpmux.policy.toolsets import Toolset
 from mcpmux.sources import SourceRegistry
 from tests.daemon.conftest import Daemon, cli, daemon_fixture  # noqa: F401 (the fixture)
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
+from tests.forkserver import MCPMUX
 from tests.gateway.serving import isolated_env
 from tests.peers.fixtures import stdio_command
 from tests.sources.conftest import KEY
@@ -41,7 +41,6 @@ WAIT_S = 120
 DOC = "demo://resource/static/document/architecture.md"
 HIDDEN = "demo://resource/static/document/features.md"
 HIDDEN_TEXT = "Everything Server - Features"  # the first line of the hidden document
-MCPMUX = str(Path(sys.executable).with_name("mcpmux"))
 
 
 def entry(*, declared: bool = True) -> dict[str, Any]:

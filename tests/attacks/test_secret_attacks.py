@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.forkserver import MCPMUX
 from tests.gateway.serving import serve
 
 pytestmark = pytest.mark.subprocess
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 ARG_SECRET = "argsecret-plain"
 URL_SECRET = "querysecret-plain"
 ENV_SECRET = "childsecret-plain"

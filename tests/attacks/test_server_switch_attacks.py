@@ -32,7 +32,7 @@ WAIT_S = 60.0
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     root = tmp_path_factory.mktemp("switch-attacks")
     config = write_console_config(root, ("everything",))
-    with console(root, config) as running:
+    with console(root, config, real_process=True) as running:  # _children() looks at its process tree
         yield running
 
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 import io
 import json
 import os
-import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
+from tests.forkserver import MCPMUX
+
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 PROMPT = "you>"
 
 

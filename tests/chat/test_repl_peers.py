@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
 from tests.fixtures.scripted_llm import Reply, ScriptedLLM
+from tests.forkserver import MCPMUX
 from tests.peers.fixtures import stdio_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.network, pytest.mark.peers]
-
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 
 
 def spawn(workdir: Path, base_url: str) -> pexpect.spawn:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.forkserver import MCPMUX
+
 pytestmark = pytest.mark.subprocess
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 PROJECT = """\
 # my servers
 mcp:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import anyio
@@ -10,9 +9,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+from tests.forkserver import MCPMUX
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 
 @pytest.mark.parametrize("kind", ["workspace", "content-store"])

@@ -8,18 +8,17 @@ guard requires approval and asks by elicitation; the person answers once, at the
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
+from tests.forkserver import MCPMUX
 from tests.gateway.serving import isolated_env
 from tests.peers.fixtures import stdio_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.peers]
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 CALL_TIMEOUT_S = 120
 
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.forkserver import MCPMUX
 from tests.peers.fixtures import stdio_command
 
 pytestmark = [pytest.mark.peers, pytest.mark.subprocess]
-
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 
 
 def _entry(name: str, peer: str, *extra: str) -> str:

@@ -9,18 +9,17 @@ import os
 import pty
 import select
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.forkserver import MCPMUX
 from tests.peers.fixtures import free_port, http_thread
 
 pytestmark = [pytest.mark.subprocess]
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 DEADLINE_S = 90.0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import click
@@ -15,8 +14,7 @@ from mcpmux.cli.completion import COMPLETE_VAR, complete_prompts, complete_serve
 from mcpmux.cli.main import cli
 from mcpmux.config import load_config
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
-
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
+from tests.forkserver import MCPMUX
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from mcpmux.config.loader import load_file
 from mcpmux.config.models import StdioServerConfig
 from mcpmux.manager.hints import connect_timeout_hint, package_runner
 from tests.cli.test_manage import invoke
+from tests.forkserver import MCPMUX
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 SLOW = Path(__file__).resolve().parents[1] / "fixtures" / "slow_server.py"
 EXIT_UNREACHABLE = 3
 

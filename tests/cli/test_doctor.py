@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,9 +16,9 @@ from mcpmux.cli import doctor_checks
 from mcpmux.cli.doctor import run_doctor
 from mcpmux.config import Config, Settings
 from mcpmux.config.models import StdioServerConfig
+from tests.forkserver import MCPMUX
 from tests.peers.fixtures import stdio_command
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 FINDING_KEYS = {"severity", "check", "server", "message", "hint"}
 
 

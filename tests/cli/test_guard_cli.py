@@ -11,9 +11,10 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests.forkserver import MCPMUX
+
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.timeout(600)]
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 CHANGING = str(Path(__file__).parents[1] / "fixtures" / "changing_server.py")
 WAIT_S = 120  # bounds for a loaded 2-core machine, not timings: one `tools` took over 60 s under load once
 

@@ -21,8 +21,8 @@ from mcpmux.config.models import (
 from mcpmux.manager import Manager, catalog as catalog_module
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
 from mcpmux.processes.sandbox import with_effective_sandbox
+from tests.forkserver import MCPMUX
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 SCHEMA = {"type": "object"}
 
 

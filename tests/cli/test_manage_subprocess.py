@@ -6,17 +6,16 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
+from tests.forkserver import MCPMUX
 from tests.peers.fixtures import stdio_command
 
 pytestmark = pytest.mark.subprocess
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 PROJECT = """\
 # servers I use
 mcp:

@@ -14,10 +14,10 @@ import pytest
 
 from mcpmux.cli.doctor import run_doctor
 from mcpmux.processes import sandbox as sandbox_module
+from tests.forkserver import MCPMUX
 
 pytestmark = pytest.mark.subprocess
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 UBUNTU_ERROR = "bwrap: setting up uid map: Permission denied"
 
 # Writes a marker beside itself (denied inside any sandbox: its folder is bound read-only), then serves.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,9 @@ import pytest
 from mcpmux.config import load_config
 from mcpmux.errors import UnresolvedVariable
 from mcpmux.transports import open_transport
+from tests.forkserver import MCPMUX
 from tests.peers.fixtures import stdio_command
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 UNSET = "MCPMUX_TEST_NEVER_SET_TOKEN"
 
 

@@ -84,7 +84,7 @@ def create_tokens(root: Path, config: Path) -> dict[str, str]:
 
 
 @contextmanager
-def console(root: Path, config: Path, *args: str, tokens: bool = True) -> Iterator[Console]:
+def console(root: Path, config: Path, *args: str, tokens: bool = True, real_process: bool = False) -> Iterator[Console]:
     made = create_tokens(root, config) if tokens else {}
-    with serve(root, config, "--http", "127.0.0.1:0", *args) as serving:
+    with serve(root, config, "--http", "127.0.0.1:0", *args, real_process=real_process) as serving:
         yield Console(serving, made)

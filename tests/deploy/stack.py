@@ -16,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.deploy.files import ENTRYPOINT, run
 from tests.field.processes import postgres_cluster
+from tests.forkserver import REAL
 from tests.gateway.serving import MCPMUX, isolated_env, write_config
 from tests.peers.fixtures import free_port, stop_process_group
 from tests.replicas.nginx import start_nginx
@@ -35,7 +36,7 @@ class Replica:
 
 def replica_env(root: Path, db_url: str, config: Path) -> dict[str, str]:
     env = isolated_env(root) | {"MCPMUX_DB": db_url, "MCPMUX_CONFIG": str(config), "MCPMUX_HOST": "127.0.0.1"}
-    env["PATH"] = f"{Path(MCPMUX).parent}:{env['PATH']}"
+    env["PATH"] = f"{Path(MCPMUX).parent}:{Path(REAL).parent}:{env['PATH']}"  # the shim, then the venv
     return env
 
 

@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.field.servers import FACES, FieldServer, Site, probe_arguments
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
+from tests.forkserver import MCPMUX
 
 __all__ = ["FACE_TIMEOUT_S", "FaceResult", "mcpmux_argv", "result_text", "run_faces", "write_config"]
 
@@ -53,7 +54,7 @@ class FaceResult:
 
 def mcpmux_argv(config: Path, *args: str) -> list[str]:
     """The installed ``mcpmux`` console script with ``--config``, then ``args``."""
-    return [str(Path(sys.executable).parent / "mcpmux"), "--config", str(config), *args]
+    return [MCPMUX, "--config", str(config), *args]
 
 
 def write_config(path: Path, entries: list[dict[str, Any]], extra: str = "") -> Path:

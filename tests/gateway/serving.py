@@ -8,16 +8,15 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.forkserver import MCPMUX, REAL
 from tests.peers.fixtures import stdio_command, stop_process_group
 
-MCPMUX = str(Path(sys.executable).with_name("mcpmux"))
 START_TIMEOUT_S = 90.0  # a bound (under the 120 s test timeout): on a loaded 2-core machine one took over 30 s
 STOP_TIMEOUT_S = 15.0
 
@@ -90,13 +89,17 @@ def mcpmux(root: Path, config: Path, *args: str, timeout_s: float = 120) -> subp
 
 
 @contextmanager
-def serve(root: Path, config: Path, *args: str) -> Iterator[Serving]:
-    """``mcpmux serve ARGS`` until it announces every face; stopped (and its group killed) after."""
+def serve(root: Path, config: Path, *args: str, real_process: bool = False) -> Iterator[Serving]:
+    """``mcpmux serve ARGS`` until it announces every face; stopped (and its group killed) after.
+
+    ``real_process``: the console script itself, not the fork server's child (tests/forkserver.py), for a
+    test that looks at the process tree under ``Serving.process``.
+    """
     env = isolated_env(root)
     stderr = root / "serve.stderr"
     with stderr.open("wb") as log:
         process = subprocess.Popen(
-            [MCPMUX, "--config", str(config), "serve", *args],
+            [REAL if real_process else MCPMUX, "--config", str(config), "serve", *args],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
         )  # fmt: skip
     try:

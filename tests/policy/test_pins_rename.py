@@ -22,11 +22,11 @@ from mcpmux.errors import ToolDefinitionChanged, ToolQuarantined
 from mcpmux.manager import Manager
 from mcpmux.policy import Guard, StateStore
 from mcpmux.policy.lookalikes import invisible_change, rename_source, reveal, visible_form
+from tests.forkserver import MCPMUX
 
 pytestmark = pytest.mark.anyio
 
 CHANGING = str(Path(__file__).parents[1] / "fixtures" / "changing_server.py")
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
 
 
 @pytest.fixture

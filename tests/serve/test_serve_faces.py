@@ -84,7 +84,9 @@ async def test_another_mcpmux_uses_the_gateway_over_tcp_and_websocket(tmp_path: 
 
 @pytest.mark.slow
 async def test_sigterm_lets_the_call_in_flight_finish_then_stops_the_upstreams(tmp_path: Path) -> None:
-    with serve(tmp_path, write_config(tmp_path, ("everything",)), "--http", "127.0.0.1:0") as serving:
+    with serve(
+        tmp_path, write_config(tmp_path, ("everything",)), "--http", "127.0.0.1:0", real_process=True
+    ) as serving:
         children = psutil.Process(serving.process.pid).children(recursive=True)
         assert children
         result, took = None, 0.0
