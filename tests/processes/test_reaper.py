@@ -27,7 +27,9 @@ WAIT_S = 60.0
 
 # The command of a guardian: a child that handles SIGTERM (and says so), one that ignores it, and a
 # stray double-forked into a session of its own; their pids and what it sees of its guardian are
-# written to OUT; it exits with code 3 when a line arrives on stdin.
+# written to OUT once the polite child's handler is in place (a loaded machine ran the guardian's SIGTERM
+# before it once); it exits with code 3 when a line arrives on stdin. The grace (5 s, SIGTERM to SIGKILL)
+# is what the polite child has to write its file on a loaded machine.
 COMMAND = r"""
 import os, signal, sys, time
 out = sys.argv[1]
@@ -45,6 +47,7 @@ def polite():
         open(out + ".polite-term", "w").close()
         os._exit(0)
     signal.signal(signal.SIGTERM, bye)
+    open(out + ".polite-ready", "w").close()  # its handler is in place: a SIGTERM from now on is caught
     while True:
         time.sleep(1)
 
@@ -64,7 +67,7 @@ def stray():
 
 polite_pid, stubborn_pid = spawn(polite), spawn(stubborn)
 os.waitpid(spawn(stray), 0)
-while not os.path.exists(out + ".stray"):
+while not (os.path.exists(out + ".stray") and os.path.exists(out + ".polite-ready")):
     time.sleep(0.01)
 with open(out + ".tmp", "w") as f:
     f.write(" ".join(map(str, [polite_pid, stubborn_pid, int(open(out + ".stray").read()),
@@ -111,7 +114,7 @@ def test_a_guardian_sweeps_strays_on_request_then_ends_everything_politely_first
     script, out = tmp_path / "command.py", tmp_path / "pids"
     script.write_text(COMMAND, encoding="utf-8")
     guardian = subprocess.Popen(
-        guardian_argv([sys.executable, str(script), str(out)], grace_s=2), stdin=subprocess.PIPE, start_new_session=True
+        guardian_argv([sys.executable, str(script), str(out)], grace_s=5), stdin=subprocess.PIPE, start_new_session=True
     )
     pids: list[int] = []
     try:
