@@ -5,24 +5,27 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx2
+import psutil
 import pytest
 
 from mcpmux import Host
 from mcpmux.config.models import Config, SecurityConfig, StdioServerConfig
 from mcpmux.manager import ServerState
 from mcpmux.policy import StateStore
-from mcpmux.processes.usage import process_usage
+from mcpmux.processes.usage import process_usage, server_pid
 from mcpmux.types.events import StateChanged
 from tests.gateway.serving import mcpmux, serve
 from tests.peers.fixtures import stdio_command
 
 pytestmark = pytest.mark.peers
 DEADLINE_S = 60
+TINY = str(Path(__file__).resolve().parents[1] / "fixtures" / "tiny_server.py")
 
 
 def with_a_sleeping_descendant() -> tuple[str, list[str]]:
@@ -51,6 +54,21 @@ async def test_the_usage_of_a_child_counts_its_descendants(store: StateStore) ->
             assert usage.cpu_seconds > 0
             assert set(usage.to_json()) == {"rss_mb", "cpu_seconds", "processes"}
     assert process_usage(status.pid) is None  # gone with the host
+
+
+@pytest.mark.anyio
+async def test_the_pid_shown_is_the_servers_own_not_the_reapers(store: StateStore) -> None:
+    # The stdio transport runs a server under the reaper (processes/_reaper.py), which forks it: `list` and
+    # `show` gave the reaper's pid, which no `ps` line of the server has (issue 42, bug 3).
+    server = StdioServerConfig(name="tiny", command=sys.executable, args=["-S", "-E", TINY])
+    with anyio.fail_after(DEADLINE_S):
+        async with Host(Config(servers=(server,), security=SecurityConfig()), store=store, catalog=False) as host:
+            (status,) = host.status()
+            assert status.pid is not None
+            argv = psutil.Process(status.pid).cmdline()
+            assert TINY in argv and not any(part.endswith("_reaper.py") for part in argv), argv
+            assert status.target.startswith(f"pid {status.pid}: ")
+            assert server_pid(status.pid) == status.pid  # the server's own pid is shown as it is
 
 
 @pytest.mark.slow

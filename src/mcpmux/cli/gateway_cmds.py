@@ -79,7 +79,7 @@ def _separator(value: str) -> str:
     help="Allow an introspection endpoint on a private address other than the issuer's host.",
 )
 @click.option("--agent", "agents", multiple=True, metavar="NAME",
-              help="Serve only this configured agent, as the tool ask_NAME (repeatable; no REST API).")  # fmt: skip
+              help="Serve only this configured agent, as the tool agents__ask_NAME (repeatable; no REST).")  # fmt: skip
 @click.option("--toolset", metavar="NAME", help="Serve only this toolset of the config (`toolsets:`) on every face.")
 @click.option(
     "--replica-id", envvar="MCPMUX_REPLICA_ID", metavar="NAME",

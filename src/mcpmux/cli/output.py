@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from mcpmux.errors import ConfigError, MCPMuxError, exit_code_for
+from mcpmux.errors import ConfigError, MCPMuxError, ServerError, exit_code_for
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -254,12 +254,17 @@ def print_error(exc: MCPMuxError, secrets: Iterable[str] = (), *, as_json: bool 
     if hint:
         sys.stderr.write(f"hint: {hint}\n")
     if as_json:
-        extra = {"problems": [str(p) for p in exc.problems]} if isinstance(exc, ConfigError) else {}
+        extra: dict[str, Any] = {}
+        if isinstance(exc, ConfigError):
+            extra["problems"] = [str(p) for p in exc.problems]
+        if isinstance(exc, ServerError):  # the server's JSON-RPC error as it came, as the library's envelope has it
+            extra |= {"server": exc.server, "method": exc.method, "code": exc.code, "data": exc.data}
         print_error_json(type(exc).__name__, text, hint, exit_code_for(exc), **extra)
 
 
 def print_error_json(kind: str, message: str, hint: str | None, exit_code: int, **extra: Any) -> None:
-    """The error of a ``--json`` command on stdout: ``{"error": {"type", "message", "hint", "exit_code"}}``."""
+    """The error of a ``--json`` command on stdout: ``{"error": {"type", "message", "hint", "exit_code", ...}}``
+    (a server's JSON-RPC error adds ``server``, ``method``, ``code`` and ``data``)."""
     error = {"type": kind, "message": message, "hint": hint, "exit_code": exit_code, **extra}
     sys.stdout.write(json.dumps({"error": error}, indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()

@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,6 +41,7 @@ from mcpmux.errors import (
 from mcpmux.manager.catalog import Catalog, CatalogEntry, fingerprint
 from mcpmux.manager.registry import GET_PROMPT, READ_RESOURCE, Registry, ServerCatalog
 from mcpmux.manager.supervisor import ConnectionFactory, Supervisor
+from mcpmux.processes.usage import server_pid
 from mcpmux.types.callbacks import ClientCallbacks, ListKind
 from mcpmux.types.events import Event, EventHub
 from mcpmux.types.json_shapes import JSONObject
@@ -378,6 +379,36 @@ class Manager:
                     raise unavailable from None
             raise
 
+    async def resolve_tool_waiting(self, name: str) -> ToolInfo:
+        """:meth:`resolve_tool`, except that the name of a server still making its first connection (no tools
+        listed yet, no failure, not disabled) waits for it, bounded by the server's connect timeout: a call
+        made in the first seconds after a host starts finds the tool instead of "its tools are unknown".
+
+        Raises:
+            As :meth:`resolve_tool`, after the wait (a failed start is the reason given).
+        """
+        try:
+            return self.resolve_tool(name)
+        except ServerUnavailable:
+            connecting = self._first_connecting(name.partition(":")[0])
+            if connecting is None:
+                raise
+        with suppress(MCPMuxError):  # a failed start: resolve_tool below gives it as the reason
+            await connecting.connection_for_call()
+        return self.resolve_tool(name)
+
+    def _first_connecting(self, namespace: str) -> Supervisor | None:
+        """The supervisor of ``namespace`` whose tools are unknown only because it has not connected yet."""
+        for supervisor in self._supervisors.values():
+            if (
+                supervisor.config.namespace == namespace
+                and not supervisor.disabled
+                and supervisor.last_error is None
+                and self.registry.catalog(supervisor.name) is None
+            ):
+                return supervisor
+        return None
+
     async def read_resource(self, server: str, uri: str, *, timeout: float | None = None) -> types.ReadResourceResult:
         """Read ``uri`` from ``server``."""
         supervisor = self.supervisor(server)
@@ -679,13 +710,17 @@ def _status(supervisor: Supervisor, tools: int) -> ServerStatus:
     connection = supervisor.connection
     info = connection.info if connection is not None else None
     peer = info.server_info if info is not None else None
+    target, pid = supervisor.describe_target(), info.pid if info is not None else None
+    shown = server_pid(pid)  # the server's own process, not the reaper that runs it
+    if pid is not None and shown != pid and target.startswith(f"pid {pid}:"):
+        target = f"pid {shown}:{target.removeprefix(f'pid {pid}:')}"
     return ServerStatus(
         name=supervisor.name,
         type=supervisor.config.type,
         state=supervisor.state,
         reason=supervisor.reason,
-        target=supervisor.describe_target(),
-        pid=info.pid if info is not None else None,
+        target=target,
+        pid=shown,
         tools=tools,
         restarts=supervisor.restarts,
         last_error=str(supervisor.last_error) if supervisor.last_error is not None else None,

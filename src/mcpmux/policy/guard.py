@@ -389,7 +389,7 @@ class Guard:
             MCPMuxError: the call itself failed (see :meth:`Manager.call_tool`).
         """
         args = dict(arguments or {})
-        tool, caller = self._resolved(name, caller)
+        tool, caller = await self._resolved(name, caller)
         if tool.synthetic or self.toolset is not None:
             self._within_scope(tool, args, caller)
         check = validate if validate is not None else self._validates(tool)
@@ -425,10 +425,13 @@ class Guard:
             self.cache.store(server, tool, args, caller, result)
         return result
 
-    def _resolved(self, name: str | ToolInfo, caller: str | None) -> tuple[ToolInfo, str | None]:
-        """The tool called (as its server lists it now) and who calls (this view's caller unless told)."""
+    async def _resolved(self, name: str | ToolInfo, caller: str | None) -> tuple[ToolInfo, str | None]:
+        """The tool called (as its server lists it now; a server still starting is waited for, bounded) and
+        who calls (this view's caller unless told)."""
         caller = caller if caller is not None or self.scope is None else self.scope.caller
-        return (self.manager.fresh(name) if isinstance(name, ToolInfo) else self.manager.resolve_tool(name)), caller
+        if isinstance(name, ToolInfo):
+            return self.manager.fresh(name), caller
+        return await self.manager.resolve_tool_waiting(name), caller
 
     def _within_scope(self, tool: ToolInfo, args: JSONObject, caller: str | None) -> None:
         """Refuses (audited) a call that this guard's toolset leaves out, or a read it may not make.

@@ -12,11 +12,12 @@ or deny access while being read are left out of the sum, never an error.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
 
-__all__ = ["ProcessUsage", "process_usage"]
+__all__ = ["ProcessUsage", "process_usage", "server_pid"]
 
 MB = 1024 * 1024
 
@@ -58,3 +59,20 @@ def process_usage(pid: int | None) -> ProcessUsage | None:
             continue  # exited (or hidden) between the listing and the read
         counted += 1
     return ProcessUsage(rss, cpu, counted) if counted else None
+
+
+def server_pid(pid: int | None) -> int | None:
+    """The pid to show for a server whose child is ``pid``: the command's own when ``pid`` is the reaper that
+    runs it (``processes/_reaper.py`` forks the command at once), else ``pid``. Linux ``/proc`` only, as the
+    reaper; the tree under ``pid`` is still what :func:`process_usage` and memory limits measure."""
+    if pid is None:
+        return None
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        own = argv[: argv.index(b"--")] if b"--" in argv else argv  # the reaper's words, not its command's
+        if not any(part.endswith(b"/_reaper.py") for part in own):
+            return pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:  # gone, or not Linux
+        return pid
+    return int(children[0]) if children else pid

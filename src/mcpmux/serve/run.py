@@ -79,7 +79,7 @@ class ServeOptions:
     peers) on a replica. With it, and ``security.gateway_approvers.console``, a call its own client
     cannot approve waits there for a person."""
     agents: tuple[str, ...] = ()
-    """Serve only these configured agents, each as the tool ``ask_NAME`` (``mcpmux serve --agent``)."""
+    """Serve only these configured agents, each as the tool ``agents__ask_NAME`` (``mcpmux serve --agent``)."""
     functions: tuple[Callable[..., Any], ...] = ()
     """Python functions served beside the servers as the tools of ``python`` (:meth:`Host.add_tools`)."""
     toolset: str | None = None

@@ -52,6 +52,25 @@ __all__ = ["STREAM_IDLE_TIMEOUT_S", "map_http_error", "open_sse", "open_streamab
 
 logger = logging.getLogger("mcpmux.transports")
 
+_SDK_SSE_HANDLED = frozenset({"Error in sse_reader", "Encountered SSE exception", "Error in post_writer"})
+"""What the SDK's ``sse_client`` logs with a traceback when an SSE stream breaks: the exception also reaches
+the read stream, where mcpmux reports it (the server's state, its reason, the call's error)."""
+
+
+class _HandledBySession(logging.Filter):
+    """Demotes the SDK's report of a broken SSE stream to DEBUG: a user saw a traceback for a server that
+    died although mcpmux handled it; ``-v``/debug logging still shows it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG and record.getMessage() in _SDK_SSE_HANDLED:
+            if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+                return False
+            record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return True
+
+
+logging.getLogger("mcp.client.sse").addFilter(_HandledBySession())
+
 STREAM_IDLE_TIMEOUT_S = 300.0
 """Floor of the read timeout: a server may stay silent on an event stream for minutes."""
 
