@@ -15,8 +15,8 @@ the shim is killed outright (SIGKILL, a test's timeout), the zygote kills the ch
 What the shim does not make equal to a real ``mcpmux`` process, so the tests about those use
 :data:`REAL` (the console script itself): the process tree (the child is the zygote's, not the shim's:
 ``psutil.Process(pid).children()``), a terminal (a shim whose stream is a tty runs :data:`REAL`), and a
-different interpreter set-up (``PYTHON*`` variables or ``COVERAGE_PROCESS_START`` other than the
-worker's own: the shim runs :data:`REAL` then too). ``MCPMUX_TEST_FORK=off`` turns the shim off.
+different interpreter set-up (``PYTHON*`` variables other than the worker's own, or coverage.py measuring
+children: the shim runs :data:`REAL` then too). ``MCPMUX_TEST_FORK=off`` turns the shim off.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 READY_TIMEOUT_S = 30.0
 """How long a worker waits for its zygote's socket (bound before the imports, so it is quick)."""
 
-_MEASURED = "COVERAGE_PROCESS_START"
-"""Set when coverage.py measures child processes: a shim meeting it runs REAL (measured from its start)."""
+_MEASURED = ("COVERAGE_PROCESS_START", "COVERAGE_PROCESS_CONFIG")
+"""Set when coverage.py measures child processes (``[run] patch = subprocess`` sets the second): a shim
+meeting either runs REAL, measured from its start as before."""
 
 
 _APPLIED = ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")
@@ -98,7 +99,7 @@ def main():
         streams_usable = all(not os.isatty(fd) for fd in (0, 1, 2))
     except OSError:  # a closed standard descriptor
         streams_usable = False
-    if not streams_usable or mine != INTERPRETER_VARS or MEASURED in env:
+    if not streams_usable or mine != INTERPRETER_VARS or any(name in env for name in MEASURED):
         real()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -139,6 +139,34 @@ def test_another_interpreter_set_up_runs_the_real_console_script(server: forkser
     assert not _children(server)
 
 
+@pytest.mark.parametrize("variable", ["COVERAGE_PROCESS_START", "COVERAGE_PROCESS_CONFIG"])
+def test_coverage_measuring_children_runs_the_real_console_script(
+    server: forkserver.ForkServer, tmp_path: Path, variable: str
+) -> None:
+    rc = tmp_path / "coveragerc"
+    rc.write_text(f"[run]\ndata_file = {tmp_path / 'coverage-data'}\nparallel = true\n")
+    config = tmp_path / "m.json"
+    config.write_text(json.dumps({"mcpServers": {}}))
+    process = subprocess.Popen(
+        [str(server.shim), "--config", str(config), "serve", "--http", "127.0.0.1:0"],
+        cwd=tmp_path, env=isolated_env(tmp_path) | {variable: str(rc)}, stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        lines: list[str] = []
+        while len(lines) < 200 and not any("mcpmux: serving http://" in line for line in lines):
+            lines.append(process.stderr.readline())  # coverage's own start-up says what it makes of the value
+        assert any("mcpmux: serving http://" in line for line in lines), lines
+        assert not _children(server)  # no forked child: the shim became the console script
+        assert forkserver.REAL in psutil.Process(process.pid).cmdline()
+    finally:
+        process.kill()
+        process.wait(WAIT_S)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
 def test_without_its_fork_server_the_shim_runs_the_real_console_script(
     server: forkserver.ForkServer, tmp_path: Path
 ) -> None:
