@@ -53,7 +53,7 @@ class FaceResult:
 
 
 def mcpmux_argv(config: Path, *args: str) -> list[str]:
-    """The installed ``mcpmux`` console script with ``--config``, then ``args``."""
+    """``mcpmux`` (the worker's fork-server shim, tests/forkserver.py) with ``--config``, then ``args``."""
     return [MCPMUX, "--config", str(config), *args]
 
 
