@@ -180,3 +180,21 @@ def _version() -> str:
     from mcpmux import __version__
 
     return __version__
+
+
+def test_every_test_module_runs_the_mcpmux_this_worker_runs() -> None:
+    """A module that took ``MCPMUX`` by value before ``pytest_configure`` started the worker's fork server
+    (the root conftest's plugins import theirs first) ran the console script in every test, silently: the
+    field suite did, at 2.3 s of CPU a child. Each module's name must be what the worker runs now."""
+    import sys
+
+    from tests.field.faces import mcpmux_argv
+
+    assert mcpmux_argv(Path("c.yaml"), "tools")[0] == forkserver.MCPMUX
+    stale = {
+        name: module.MCPMUX
+        for name, module in list(sys.modules.items())
+        if name.startswith("tests.") and isinstance(getattr(module, "MCPMUX", None), str)
+        if module.MCPMUX != forkserver.MCPMUX
+    }
+    assert stale == {}, f"bound MCPMUX before the fork server started; read forkserver.MCPMUX when called: {stale}"

@@ -28,9 +28,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests import forkserver
 from tests.field.servers import FACES, FieldServer, Site, probe_arguments
 from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
-from tests.forkserver import MCPMUX
 
 __all__ = ["FACE_TIMEOUT_S", "FaceResult", "mcpmux_argv", "result_text", "run_faces", "write_config"]
 
@@ -53,8 +53,12 @@ class FaceResult:
 
 
 def mcpmux_argv(config: Path, *args: str) -> list[str]:
-    """``mcpmux`` (the worker's fork-server shim, tests/forkserver.py) with ``--config``, then ``args``."""
-    return [MCPMUX, "--config", str(config), *args]
+    """``mcpmux`` (the worker's fork-server shim, tests/forkserver.py) with ``--config``, then ``args``.
+
+    Read when called, not imported: the root conftest loads this module (through ``tests.field.report``)
+    before ``pytest_configure`` starts the worker's fork server, when ``forkserver.MCPMUX`` is still REAL.
+    """
+    return [forkserver.MCPMUX, "--config", str(config), *args]
 
 
 def write_config(path: Path, entries: list[dict[str, Any]], extra: str = "") -> Path:

@@ -28,6 +28,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
+from tests import forkserver
 from tests.field.faces import mcpmux_argv, result_text, write_config
 from tests.field.processes import FIELD_MARKER, Listener, start_listener
 from tests.field.servers import field_venv_bin, npm_entry
@@ -102,7 +103,8 @@ def _stdio_victim() -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def _host(config: Path, tmp_path: Path) -> AsyncIterator[tuple[ClientSession, psutil.Process]]:
-    argv = mcpmux_argv(config, "serve", "--stdio")
+    # The console script itself: the faults are dealt to the host's own children (its process tree).
+    argv = [forkserver.REAL, *mcpmux_argv(config, "serve", "--stdio")[1:]]
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ), cwd=tmp_path)
     with (tmp_path / "host.stderr").open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
