@@ -59,6 +59,10 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("MCPMUX_STATE_DIR", str(home / "mcpmux-state"))
     monkeypatch.setenv("MCPMUX_DATA_DIR", str(home / "mcpmux-data"))
     monkeypatch.delenv("MCPMUX_CONFIG", raising=False)
+    # Tests write project files (./mcpmux.yaml) and run commands beside them, as a CI job of one's own
+    # repository does: trusted through the switch made for that (mcpmux.config.trust). The trust tests
+    # (tests/config/test_trust.py, tests/attacks/test_trust_attacks.py) take it away.
+    monkeypatch.setenv("MCPMUX_TRUST_PROJECT_FILES", "1")
     # No test meets a user's `mcpmux daemon` or starts one by accident (tests/daemon turn it on); a
     # daemon a test's command started anyway lives in the test's own runtime directory and is stopped.
     monkeypatch.setenv("MCPMUX_DAEMON", "off")

@@ -10,6 +10,7 @@ from the builtin :class:`TimeoutError`.
     MCPMuxError
     ├── ConfigError                    invalid configuration; lists every problem (exit 2)
     │   ├── UnresolvedVariable         a server's ``${VAR}`` is unset: only that server fails
+    │   ├── UntrustedConfigError       a project's ``mcpmux.yaml`` this user has not trusted (yet, or since it changed)
     │   └── SpecError                  an OpenAPI document cannot become tools (not OpenAPI, too big, bad $ref)
     ├── UsageError                     a command was given something it cannot use (exit 2)
     │   ├── NotFound                   it names nothing that exists (server, token, file); closest names given
@@ -105,6 +106,7 @@ __all__ = [
     "ToolQuarantined",
     "TransportError",
     "UnresolvedVariable",
+    "UntrustedConfigError",
     "UsageError",
     "closest",
     "error_meta",
@@ -191,6 +193,34 @@ class ConfigError(MCPMuxError):
         else:
             message = f"{head} ({count} problems)\n" + "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(message)
+
+
+class UntrustedConfigError(ConfigError):
+    """A project's config file (``./mcpmux.yaml``) this user has not trusted, or that changed since they did
+    (:mod:`mcpmux.config.trust`): nothing of it runs until they do.
+
+    Attributes:
+        path: the file.
+        runs: one line per command it would start, URL it would reach, section it would set.
+        changed: it was trusted once and says something else now.
+    """
+
+    def __init__(self, path: str, runs: list[str], *, changed: bool, declined: bool = False) -> None:
+        self.path, self.runs, self.changed = path, list(runs), changed
+        state = "changed since you trusted it" if changed else "is not trusted on this machine"
+        reason = f"project config {state}; nothing of it runs until you trust it"
+        super().__init__(ConfigProblem(path, "", reason))
+        if declined:  # the list was just shown with the question
+            self.args = (f"{path}: not trusted (you answered no); nothing of it runs",)
+            self.hint = f"`mcpmux trust {path}` once you have read it"
+            return
+        listed = "".join(f"\n  - {line}" for line in self.runs[:20])
+        more = f"\n  - ... and {len(self.runs) - 20} more" if len(self.runs) > 20 else ""
+        self.args = (f"{path}: {reason}. It would:{listed}{more}",)
+        self.hint = (
+            f"read it, then `mcpmux trust {path}` (or run the command in a terminal to be asked); "
+            "`--config FILE` uses a file of your own instead"
+        )
 
 
 class SpecError(ConfigError):

@@ -48,7 +48,8 @@ class Serving:
 
 
 def isolated_env(root: Path) -> dict[str, str]:
-    """An environment whose config, data, cache and runtime directory live under ``root``, daemon off.
+    """An environment whose config, data, cache and runtime directory live under ``root``, daemon off,
+    project files trusted.
 
     Without its own runtime directory a command would meet (or, ``settings.daemon: auto``, start) the
     daemon in the shared ``/tmp/mcpmux-UID``, serving it with another environment's state.
@@ -63,6 +64,7 @@ def isolated_env(root: Path) -> dict[str, str]:
         "XDG_STATE_HOME": str(root / "state"),
         "XDG_RUNTIME_DIR": str(runtime),
         "MCPMUX_DAEMON": "off",
+        "MCPMUX_TRUST_PROJECT_FILES": "1",  # project files are the test's own (see tests/conftest.py)
         "HOME": str(root),
     }
     return env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ def config_path() -> None:
     found = [s for s in sources if s.exists]
     rows: list[JSONObject] = [{"role": "defaults", "path": None, "exists": True, "read": not found}]
     rows += [{"role": s.role, "path": str(s.path), "exists": s.exists, "read": s.exists} for s in sources]
+    for row in rows:
+        if row["role"] == "project" and row["exists"]:
+            row["trust"] = _trust_state(Path(str(row["path"])))
 
     def render() -> None:
         table(["role", "path", "status"], [(r["role"], r["path"] or "(built-in servers)", _status(r)) for r in rows])
@@ -38,7 +42,24 @@ def config_path() -> None:
 def _status(row: JSONObject) -> str:
     if row["role"] == "defaults":
         return "used (no config file found)" if row["read"] else "not used"
-    return "read" if row["read"] else "not found"
+    trust = row.get("trust")
+    if trust in ("untrusted", "changed"):
+        return f"{trust}: runs nothing until `mcpmux trust`"
+    return "read" + (f" ({trust})" if trust else "") if row["read"] else "not found"
+
+
+def _trust_state(path: Path) -> str:
+    """``trusted``, ``changed`` (since it was), ``untrusted``, or ``nothing to trust`` (an empty file)."""
+    from mcpmux.config.trust import TRUST_ALL_ENV, TrustStore, file_digest, starts_nothing, trust_all
+
+    if starts_nothing(path):
+        return "nothing to trust"
+    if trust_all(os.environ):
+        return f"trusted by {TRUST_ALL_ENV}"
+    trusted = TrustStore.default().digest_of(path)
+    if trusted is None:
+        return "untrusted"
+    return "trusted" if trusted == file_digest(path) else "changed"
 
 
 @config.command("show")

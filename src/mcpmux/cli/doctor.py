@@ -36,7 +36,7 @@ from mcpmux.cli import doctor_checks as checks
 from mcpmux.cli.output import emit, err_console, json_option, state, table
 from mcpmux.cli.running import run as run_to_end
 from mcpmux.config import Config, load_config
-from mcpmux.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from mcpmux.errors import EXIT_FAILED, EXIT_OK, ConfigError, UntrustedConfigError
 from mcpmux.types.json_shapes import JSONObject
 
 __all__ = ["doctor_cmd", "run_doctor"]
@@ -51,6 +51,8 @@ def run_doctor(config_path: str | None, *, connect: bool = True) -> JSONObject:
     if not any(f["severity"] == "error" for f in findings):
         try:
             config = load_config(config_path)
+        except UntrustedConfigError as exc:  # what it would run, and how to trust it
+            findings.append(checks.finding("error", "config", str(exc), exc.hint))
         except ConfigError as exc:
             findings += [checks.finding("error", "config", str(p)) for p in exc.problems]
     sandbox, sandbox_findings = checks.check_sandbox(config)

@@ -67,6 +67,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "test": ("mcpmux.cli.probe_cmds", "test_cmd", "Connect to a server, ping it, list everything, report timings."),
     "token": ("mcpmux.cli.gateway_cmds", "token", "Create, list and revoke the gateway's bearer tokens."),
     "tools": ("mcpmux.cli.host_cmds", "tools_cmd", "List the tools of every server (or one), or show SERVER:TOOL."),
+    "trust": ("mcpmux.cli.trust_cmds", "trust_cmd", "Trust a project's mcpmux.yaml as it is now (or --list them)."),
+    "untrust": ("mcpmux.cli.trust_cmds", "untrust_cmd", "Withdraw the trust of a project's mcpmux.yaml."),
 }
 
 
@@ -110,8 +112,19 @@ def cli(ctx: click.Context, config_path: str | None, as_json: bool, verbose: int
     daemon = None if use_daemon is None else "on" if use_daemon else "off"
     ctx.obj = CliState(config_path=config_path, json=as_json, verbosity=verbose, daemon=daemon)
     ctx.meta["mcpmux.connection_factory"] = _connection_factory
+    if _interactive():
+        from mcpmux.cli.trust_cmds import install_prompt
+
+        install_prompt()  # an untrusted project mcpmux.yaml is asked about here, refused elsewhere
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _interactive() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
 
 
 def _connection_factory(config: Any) -> Any:

@@ -6,11 +6,16 @@ file (or the PATH given), and adds every server to our file of ``--scope``; a na
 there is skipped. Export prints the host's JSON on stdout, or merges it into ``--output FILE``
 (other servers and keys of that file are kept). References stay references both ways.
 
+Import lists what each imported server runs. A source inside the current folder is the project's (a
+cloned repository's ``.mcp.json``): imported into ``./mcpmux.yaml`` it is not trusted
+(:mod:`mcpmux.config.trust`), so the next command asks about it, or refuses without a terminal.
+
 ``import --json`` schema::
 
     {"action": "import", "source": str, "file": str,
      "imported": [str], "skipped": [{"name": str, "reason": str}], "warnings": [str],
-     "variables": [{"server": str, "field": str, "variable": str}]}
+     "variables": [{"server": str, "field": str, "variable": str}],
+     "runs": [str], "trusted": bool}
 
 ``export --output F --json`` schema (without ``--output`` stdout carries the host's JSON itself)::
 
@@ -43,6 +48,7 @@ from mcpmux.config.hosts import (
 from mcpmux.config.literal_secrets import secrets_to_references
 from mcpmux.config.loader import DEFAULT_SERVERS, config_sources
 from mcpmux.config.parse import read_data
+from mcpmux.config.trust import server_line
 from mcpmux.errors import NotFound, UsageError, closest
 from mcpmux.types.json_shapes import JSONObject
 
@@ -105,15 +111,24 @@ def import_cmd(source: str, scope: str, keep_secrets: bool) -> None:
             variables += [{"server": name, "field": f"{m.field}.{m.key}", "variable": m.variable} for m in moved]
         document.add(entry)
         imported.append(name)
+    # A file of the project (a cloned repository's .mcp.json, .vscode/mcp.json): nobody reviewed what it
+    # runs, so copying it into ./mcpmux.yaml vouches for nothing (the next command asks, or refuses).
+    from_project = _inside(path, Path.cwd())
     if imported:
-        document.save()
+        document.save(vouch=not from_project)
+    runs = [server_line(entry) for entry in servers if str(entry.get("name")) in imported]
     data: JSONObject = {"action": "import", "source": str(path), "file": str(target), "imported": imported}
-    data |= {"skipped": skipped, "warnings": warnings, "variables": variables}
+    data |= {"skipped": skipped, "warnings": warnings, "variables": variables, "runs": runs}
+    data["trusted"] = not (from_project and scope == "project")
     for warning in warnings:
         sys.stderr.write(f"warning: {warning}\n")
 
     def render() -> None:
         click.echo(f"imported {len(imported)} server(s) from {path} into {target}: {', '.join(imported) or 'none'}")
+        for line in runs:
+            click.echo(f"  {line}")
+        if imported and not data["trusted"]:
+            click.echo(f"{target.name} runs none of it until you review it and run: mcpmux trust {target}")
         for skip in skipped:
             click.echo(f"  skipped {skip['name']!r}: {skip['reason']}")
         if variables:
@@ -122,6 +137,10 @@ def import_cmd(source: str, scope: str, keep_secrets: bool) -> None:
                 click.echo(f"  export {var['variable']}=...    # {var['server']} {var['field']}")
 
     emit(data, render)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(folder))
 
 
 def _defining_files() -> dict[str, Path | None]:

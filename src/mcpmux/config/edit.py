@@ -37,6 +37,8 @@ from mcpmux.config.linemerge import merge_edit
 from mcpmux.config.literal_secrets import secret_warnings
 from mcpmux.config.loader import load_file
 from mcpmux.config.parse import load_yaml, read_text
+from mcpmux.config.paths import project_config_file
+from mcpmux.config.trust import trusting_edit
 from mcpmux.errors import ConfigError, ConfigProblem
 
 __all__ = ["SKELETON", "ConfigDocument", "merge_edit", "secret_warnings"]
@@ -197,10 +199,12 @@ class ConfigDocument:
         merged = merged.replace("\n", "\r\n") if self._crlf else merged
         return "\ufeff" + merged if self._bom else merged
 
-    def save(self, environ: Mapping[str, str] | None = None) -> None:
+    def save(self, environ: Mapping[str, str] | None = None, *, vouch: bool = True) -> None:
         """Validate the edited file with the loader, then replace the file atomically.
 
-        Unset ``${VAR}`` references do not fail validation (they may be set later).
+        Unset ``${VAR}`` references do not fail validation (they may be set later). A project file that was
+        trusted stays trusted, and one this creates is trusted, unless ``vouch=False``: the edit copied in
+        what nobody reviewed (:func:`mcpmux.config.trust.trusting_edit`).
 
         Raises:
             ConfigError: the edited document would be invalid (the file is left untouched).
@@ -213,7 +217,10 @@ class ConfigDocument:
             load_file(temp, environ=_AnyVariable(os.environ if environ is None else environ))
             if self.path.exists():
                 os.chmod(temp, self.path.stat().st_mode & 0o7777)
-            os.replace(temp, self.path)
+            # A trusted project file stays trusted through mcpmux's own edit; one it creates is trusted.
+            created_here = os.path.abspath(self.path) == os.path.abspath(project_config_file())
+            with trusting_edit(self.path, created_is_trusted=created_here, vouch=vouch):
+                os.replace(temp, self.path)
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise

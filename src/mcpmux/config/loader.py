@@ -1,7 +1,8 @@
 """Find, read, merge and validate configuration: the only way code gets a :class:`Config`.
 
 Precedence, later overriding earlier: built-in defaults < user file < project file < ``--config
-PATH`` / ``MCPMUX_CONFIG``. Servers merge by name (a later entry replaces an earlier one whole);
+PATH`` / ``MCPMUX_CONFIG``; the project file counts only once the user trusts it (:mod:`mcpmux.config.trust`).
+Servers merge by name (a later entry replaces an earlier one whole);
 ``settings``, ``security`` and ``llm`` merge key by key. Every problem of every source is collected
 and raised together as one :class:`ConfigError`.
 """
@@ -41,6 +42,7 @@ from mcpmux.config.models import (
 )
 from mcpmux.config.parse import PathPart, format_path, line_of, read_data
 from mcpmux.config.paths import ConfigSource, config_sources
+from mcpmux.config.trust import check_project
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.types.json_shapes import JSONObject
 
@@ -87,9 +89,13 @@ def load_config(
 ) -> Config:
     """Load the merged configuration of every source.
 
+    A project file (``./mcpmux.yaml``) is used only when this user trusts what it says
+    (:mod:`mcpmux.config.trust`).
+
     Raises:
         ConfigError: any source is unreadable or invalid (every problem listed), or an explicit
             file does not exist.
+        UntrustedConfigError: the project file is not trusted (or changed since it was).
     """
     sources = config_sources(explicit, cwd=cwd)
     present = [s for s in sources if s.exists]
@@ -106,10 +112,19 @@ def load_config(
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        documents.append(normalise_document(tree, str(source.path), source.path))
+        document = normalise_document(tree, str(source.path), source.path)
+        if source.role == "project" and not _named_explicitly(source, sources):
+            check_project(source.path, document, env)  # a cloned repository's file runs nothing unasked
+        documents.append(document)
     if problems:
         raise ConfigError(problems)
     return _build(documents, env)
+
+
+def _named_explicitly(project: ConfigSource, sources: list[ConfigSource]) -> bool:
+    """The project file is also the ``--config``/``MCPMUX_CONFIG`` file: the user named it, so it is theirs."""
+    named = [s.path for s in sources if s.role in ("--config", "MCPMUX_CONFIG")]
+    return any(os.path.abspath(path) == os.path.abspath(project.path) for path in named)
 
 
 def load_file(path: Path | str, *, environ: Mapping[str, str] | None = None) -> Config:

@@ -15,6 +15,7 @@ __all__ = [
     "project_config_file",
     "server_log_file",
     "state_dir",
+    "trusted_projects_file",
     "user_config_file",
 ]
 
@@ -46,6 +47,11 @@ def data_dir() -> Path:
     """Databases (catalog, pins, audit, content store): ``$MCPMUX_DATA_DIR``, else XDG data."""
     override = os.environ.get("MCPMUX_DATA_DIR", "").strip()
     return Path(override) if override else _xdg("XDG_DATA_HOME", ".local/share") / APP_NAME
+
+
+def trusted_projects_file() -> Path:
+    """The user's trust decisions about project config files: ``<data dir>/trusted-projects.json``."""
+    return data_dir() / "trusted-projects.json"
 
 
 def server_log_file(server: str) -> Path:

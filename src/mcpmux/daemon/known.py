@@ -10,10 +10,11 @@ The digest covers every input of the load and of the command's choice of the dae
 version of mcpmux, the working directory, the ``--config`` file and the ``--daemon``/``--no-daemon``
 switch, the whole environment (``${VAR}`` values, ``HOME``, ``XDG_*``, ``MCPMUX_CONFIG``,
 ``MCPMUX_DAEMON``...) and the bytes of every candidate file (:func:`~mcpmux.config.paths.config_sources`,
-present or not). A change to any of them is another digest, so the command loads the configuration
-again. What the digest cannot see is never keyed: a file naming an ``envFile`` (read by the load
-too) gives no digest, and the command that stores an attach does so only when no source registry
-exists (:func:`mcpmux.cli.thin`), whose entries would be read from a database.
+present or not), and the user's trust decisions about project files (:mod:`mcpmux.config.trust`).
+A change to any of them is another digest, so the command loads the configuration again. What the
+digest cannot see is never keyed: a file naming an ``envFile`` (read by the load too) gives no digest,
+and the command that stores an attach does so only when no source registry exists
+(:func:`mcpmux.cli.thin`), whose entries would be read from a database.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import os
 from pathlib import Path
 
 from mcpmux._version import __version__
-from mcpmux.config.paths import config_sources
+from mcpmux.config.paths import config_sources, trusted_projects_file
 
 __all__ = ["KEY_CHARS", "config_key"]
 
@@ -57,4 +58,10 @@ def config_key(explicit: str | None, daemon: str | None, *, cwd: Path | None = N
             return None
         digest.update(json.dumps([source.role, str(source.path), None if data is None else len(data)]).encode())
         digest.update(data or b"")
+    try:  # the user's trust decisions: `mcpmux untrust` must end a project file's warm path too
+        digest.update(trusted_projects_file().read_bytes())
+    except FileNotFoundError:
+        digest.update(b"no trust decisions")
+    except OSError:
+        return None
     return digest.hexdigest()
