@@ -23,7 +23,7 @@ import pytest
 from mcpmux import Manager
 from mcpmux.config.models import OpenAPIServerConfig
 from mcpmux.errors import SpecError
-from mcpmux.servers.openapi import convert, parse_spec, read_spec_file
+from mcpmux.servers.openapi import convert, fetch_spec, parse_spec, read_spec_file
 from mcpmux.servers.openapi.document import MAX_SPEC_BYTES
 from mcpmux.servers.openapi.execute import HttpTarget, OpenAPIExecutor, is_public_address
 
@@ -105,6 +105,43 @@ def test_a_device_or_fifo_is_not_read(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
+class _Trickler:
+    """An HTTP server on 127.0.0.1 that answers 200 and then sends its body one byte every 50 ms."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/spec.json"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
+            while not self._stop.wait(0.05):
+                try:
+                    conn.sendall(b" ")
+                except OSError:  # the client gave up: what this attack wants to see
+                    return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.sock.close()
+
+
+async def test_a_server_trickling_its_document_is_cut_off_by_the_fetch_deadline() -> None:
+    # Each read gets a byte well inside its 5 s timeout; only the whole fetch's deadline ends it.
+    trickler = _Trickler()
+    try:
+        with anyio.fail_after(60), pytest.raises(SpecError, match=r"took longer than 1 s; is the server trickling"):
+            await fetch_spec(trickler.url, timeout_s=5.0, deadline_s=1.0)
+    finally:
+        trickler.close()
+
+
 def test_a_yaml_alias_bomb_is_refused_quickly() -> None:
     lines = ["openapi: 3.0.0", "info: {title: t, version: '1'}", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     for i in range(1, 12):

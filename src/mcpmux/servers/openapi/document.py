@@ -28,6 +28,7 @@ from ruamel.yaml.error import YAMLError
 from mcpmux.errors import SpecError
 
 __all__ = [
+    "FETCH_DEADLINE_S",
     "FETCH_TIMEOUT_S",
     "MAX_SPEC_BYTES",
     "MAX_SPEC_DEPTH",
@@ -44,6 +45,8 @@ MAX_SPEC_BYTES = 32 * 1024 * 1024
 MAX_SPEC_VALUES = 1_000_000
 MAX_SPEC_DEPTH = 256
 FETCH_TIMEOUT_S = 30.0
+FETCH_DEADLINE_S = 60.0
+"""The whole fetch of a document (each step has ``FETCH_TIMEOUT_S``): a trickling server is cut off."""
 _MAX_REDIRECTS = 5
 
 SpecVersion = Literal["2.0", "3.0", "3.1"]
@@ -118,16 +121,30 @@ def read_spec_file(path: Path) -> SpecDocument:
 
 
 async def fetch_spec(
-    url: str, *, headers: dict[str, str] | None = None, verify_tls: bool = True, timeout_s: float = FETCH_TIMEOUT_S
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    verify_tls: bool = True,
+    timeout_s: float = FETCH_TIMEOUT_S,
+    deadline_s: float = FETCH_DEADLINE_S,
 ) -> SpecDocument:
     """Fetch the document at ``url`` (``http(s)://``) and parse it.
 
     Redirects are followed only within the same scheme, host and port (credentials in ``headers``
-    never travel to another host).
+    never travel to another host). ``timeout_s`` bounds each step (connect, each read); ``deadline_s``
+    the whole fetch, so a server that trickles a byte at a time cannot hold a worker for long.
 
     Raises:
-        SpecError: unreachable, a non-2xx answer, too large, or not a usable document.
+        SpecError: unreachable, a non-2xx answer, too large, too slow, or not a usable document.
     """
+    try:
+        with anyio.fail_after(deadline_s):
+            return await _fetch(url, headers, verify_tls, timeout_s)
+    except TimeoutError:
+        raise SpecError(url, "", f"fetching it took longer than {deadline_s:g} s; is the server trickling?") from None
+
+
+async def _fetch(url: str, headers: dict[str, str] | None, verify_tls: bool, timeout_s: float) -> SpecDocument:
     async with httpx.AsyncClient(verify=verify_tls, timeout=timeout_s, follow_redirects=False) as client:
         current = url
         for _ in range(_MAX_REDIRECTS + 1):
