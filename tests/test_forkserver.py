@@ -185,7 +185,8 @@ def _version() -> str:
 def test_every_test_module_runs_the_mcpmux_this_worker_runs() -> None:
     """A module that took ``MCPMUX`` by value before ``pytest_configure`` started the worker's fork server
     (the root conftest's plugins import theirs first) ran the console script in every test, silently: the
-    field suite did, at 2.3 s of CPU a child. Each module's name must be what the worker runs now."""
+    field suite did, at 2.3 s of CPU a child. Each module's name must be what the worker runs now (a module
+    that means the console script names it otherwise: ``forkserver.REAL``, ``CONSOLE_SCRIPT``)."""
     import sys
 
     from tests.field.faces import mcpmux_argv

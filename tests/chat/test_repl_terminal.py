@@ -16,7 +16,7 @@ from tests.fixtures.scripted_llm import Call, Reply, ScriptedLLM
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.network]
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
+CONSOLE_SCRIPT = str(Path(sys.executable).parent / "mcpmux")  # a terminal, Ctrl-C: the real process
 PROMPT = "you>"
 CONFIG = """\
 mcp:
@@ -39,7 +39,7 @@ def spawn(workdir: Path, *args: str) -> pexpect.spawn:
     env = dict(os.environ, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", NO_COLOR="1")
     env.pop("OPENAI_API_KEY", None)
     child = pexpect.spawn(
-        MCPMUX, ["chat", *args], cwd=str(workdir), env=env, encoding="utf-8", timeout=20, dimensions=(40, 160)
+        CONSOLE_SCRIPT, ["chat", *args], cwd=str(workdir), env=env, encoding="utf-8", timeout=20, dimensions=(40, 160)
     )
     child.expect(PROMPT)
     return child
@@ -135,7 +135,9 @@ def test_a_named_model_that_cannot_work_fails_before_any_server_starts(workdir: 
     )
     env = dict(os.environ, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", NO_COLOR="1")
     env.pop("OPENAI_API_KEY", None)
-    child = pexpect.spawn(MCPMUX, ["chat", "--model", "gpt-x"], cwd=str(workdir), env=env, encoding="utf-8", timeout=60)
+    child = pexpect.spawn(
+        CONSOLE_SCRIPT, ["chat", "--model", "gpt-x"], cwd=str(workdir), env=env, encoding="utf-8", timeout=60
+    )
     child.expect_exact("Error:")
     child.expect(pexpect.EOF)
     child.close()

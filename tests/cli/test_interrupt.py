@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
-MCPMUX = str(Path(sys.executable).parent / "mcpmux")
+CONSOLE_SCRIPT = str(Path(sys.executable).parent / "mcpmux")  # a terminal, Ctrl-C: the real process
 SLOW = Path(__file__).resolve().parents[1] / "fixtures" / "slow_server.py"
 SERVERS = 3
 SPAWN_WAIT_S = 60.0
@@ -66,7 +66,7 @@ def test_ctrl_c_while_servers_connect_exits_130_at_once_and_reaps_them(
 ) -> None:
     config = slow_config(tmp_path)
     command = subprocess.Popen(
-        [MCPMUX, "--config", str(config), *argv],
+        [CONSOLE_SCRIPT, "--config", str(config), *argv],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

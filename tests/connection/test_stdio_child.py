@@ -88,3 +88,30 @@ async def test_a_child_that_died_while_a_grandchild_holds_its_stdout_is_reported
             pass
     assert caught.value.exit_code == 4
     assert "dying (fixture)" in caught.value.stderr_tail
+
+
+async def test_a_flood_of_log_notifications_neither_starves_the_answer_nor_piles_up_handlers() -> None:
+    """100,000 log notifications (10 MB) before a result, to a client whose log handler is stuck: the
+    answer comes, at most MAX_NOTIFICATIONS_IN_FLIGHT handlers ever wait, and the rest are counted dropped."""
+    from mcpmux.connection import ClientCallbacks
+    from mcpmux.connection._dispatch import MAX_NOTIFICATIONS_IN_FLIGHT
+    from tests.transports.conftest import fixture_config
+
+    started = 0
+    release = anyio.Event()
+
+    async def stuck_log(server: str, params: object) -> None:
+        nonlocal started
+        started += 1
+        await release.wait()
+
+    count = 100_000
+    with anyio.fail_after(120):
+        async with Connection(
+            fixture_config(name="chatty"), Settings(), callbacks=ClientCallbacks(on_log=stuck_log)
+        ) as conn:
+            result = await conn.call_tool("chatter", {"count": count})
+            assert not result.is_error and "spoke" in str(result.content)
+            assert started <= MAX_NOTIFICATIONS_IN_FLIGHT
+            assert conn.notifications_dropped >= count - MAX_NOTIFICATIONS_IN_FLIGHT
+            release.set()

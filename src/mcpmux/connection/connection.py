@@ -199,7 +199,7 @@ class Connection:
         self._evidence.streams, self._evidence.watch, opened = streams, watch, time.perf_counter()
         direct = streams.direct if self._lean_wanted else None
         self._dispatcher = WatchedDispatcher(
-            watch, self._evidence.record, on_end=direct.close if direct is not None else None
+            watch, self._evidence.record, on_end=direct.close if direct is not None else None, name=self.name
         )
         session = await stack.enter_async_context(self._new_session(self._dispatcher))
         # Failures are returned, not raised: raised inside, the task groups entered would wrap them.
@@ -293,6 +293,12 @@ class Connection:
         if self._info is None:
             raise RuntimeError(f"connection to {self.name!r} is not open")
         return self._info
+
+    @property
+    def notifications_dropped(self) -> int:
+        """Log and progress notifications of this session dropped because too many were being handled at
+        once (:class:`~mcpmux.connection._dispatch.NotificationGate`): a flood never starves an answer."""
+        return 0 if self._dispatcher is None else sum(self._dispatcher.gate.dropped.values())
 
     @property
     def is_connected(self) -> bool:
