@@ -236,3 +236,16 @@ def test_config_path_says_whether_the_project_file_is_trusted(tmp_path: Path, mo
     project(tmp_path)
     monkeypatch.setenv(TRUST_ALL_ENV, "1")
     assert state() == f"trusted by {TRUST_ALL_ENV}"
+
+
+def test_a_decision_is_about_the_file_read_whatever_link_led_to_it(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    target = project(real)
+    link_folder = tmp_path / "link"
+    link_folder.mkdir()
+    (link_folder / "mcpmux.yaml").symlink_to(target)
+    assert _cli("trust", str(link_folder / "mcpmux.yaml"))[0] == 0
+    load_config(cwd=link_folder)
+    load_config(cwd=real)
+    assert [r.path for r in TrustStore.default().records()] == [str(target)]

@@ -124,7 +124,7 @@ def load_config(
 def _named_explicitly(project: ConfigSource, sources: list[ConfigSource]) -> bool:
     """The project file is also the ``--config``/``MCPMUX_CONFIG`` file: the user named it, so it is theirs."""
     named = [s.path for s in sources if s.role in ("--config", "MCPMUX_CONFIG")]
-    return any(os.path.abspath(path) == os.path.abspath(project.path) for path in named)
+    return any(path.resolve() == project.path.resolve() for path in named)
 
 
 def load_file(path: Path | str, *, environ: Mapping[str, str] | None = None) -> Config:

@@ -223,7 +223,8 @@ class TrustStore:
 
 
 def _key(path: Path) -> str:
-    return str(Path(os.path.abspath(path.expanduser())))
+    # Resolved: a decision is about the file read, whatever link or relative path led to it.
+    return str(path.expanduser().resolve())
 
 
 def _entries(text: str, where: Path) -> dict[str, tuple[str, float]]:
