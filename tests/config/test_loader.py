@@ -241,3 +241,14 @@ class TestSecretValues:
         )
         secrets = load_file(path, environ={"OPENAI_API_KEY": "sk-test"}).secret_values
         assert secrets == {"blue-team", "sk-test"}
+
+
+def test_a_header_on_a_tcp_server_is_refused_not_silently_dropped(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.yaml",
+        'mcp:\n  servers:\n    - {name: t, type: tcp, url: "tcp://127.0.0.1:9", headers: {Authorization: "Bearer x"}}\n',
+    )
+    with pytest.raises(ConfigError, match=r"mcp\.servers\[0\] \(t\)\.headers: a tcp server gets no headers"):
+        load_file(path)
+    write(path, 'mcp:\n  servers:\n    - {name: t, type: tcp, url: "tcp://127.0.0.1:9"}\n')
+    assert load_file(path).server("t").type == "tcp"

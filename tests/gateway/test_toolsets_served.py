@@ -216,6 +216,31 @@ async def test_serve_toolset_over_tcp_serves_only_that_toolset(tmp_path: Path) -
                 assert listed == {"up:search_tools", "up:call_tool", "up:everything__echo"}
 
 
+async def test_serve_expose_serves_only_what_its_globs_name_without_a_toolset(tmp_path: Path) -> None:
+    from mcpmux.config.models import Settings, TcpServerConfig
+    from mcpmux.connection import Connection
+    from mcpmux.errors import ServerError
+
+    config = toolset_config(tmp_path)
+    argv = ("--tcp", "127.0.0.1:0", "--expose", "time:get_*", "--expose", "everything:echo")
+    with serve(tmp_path, config, *argv) as serving, anyio.fail_after(60):
+        upstream = TcpServerConfig(name="up", url=serving.addresses["tcp"])
+        async with Connection(upstream, Settings()) as conn:
+            listed = {tool.name for tool in await conn.list_tools()}
+            while listed != {"time__get_current_time", "everything__echo"}:
+                assert listed <= {"time__get_current_time", "everything__echo"}, listed  # nothing else, ever
+                await anyio.sleep(0.2)
+                listed = {tool.name for tool in await conn.list_tools()}
+            assert await conn.list_prompts() == []  # no prompt is named by the globs
+            echoed = await conn.call_tool("everything__echo", {"message": "exposed"})
+            assert "exposed" in str(echoed.content)
+            # Asked for by name anyway: not there, as if the server had no such tool.
+            with pytest.raises(ServerError, match="no tool named 'time__convert_time'"):
+                await conn.call_tool("time__convert_time", {})
+    both = mcpmux(tmp_path, config, "serve", "--tcp", "127.0.0.1:0", "--expose", "time:*", "--toolset", "clock")
+    assert both.returncode == 2 and "--expose serves its own subset: not with --toolset or --agent" in both.stderr
+
+
 @pytest.mark.slow
 def test_token_create_refuses_an_unknown_toolset_and_serve_an_unknown_one(tmp_path: Path) -> None:
     config = toolset_config(tmp_path)

@@ -81,6 +81,9 @@ def _separator(value: str) -> str:
 @click.option("--agent", "agents", multiple=True, metavar="NAME",
               help="Serve only this configured agent, as the tool agents__ask_NAME (repeatable; no REST).")  # fmt: skip
 @click.option("--toolset", metavar="NAME", help="Serve only this toolset of the config (`toolsets:`) on every face.")
+@click.option("--expose", multiple=True, metavar="GLOB",
+              help="Serve only the tools, prompts and resources matching GLOB (canonical names, e.g. 'fs:read_*'; "
+                   "repeatable), on every face; no REST API or console.")  # fmt: skip
 @click.option(
     "--replica-id", envvar="MCPMUX_REPLICA_ID", metavar="NAME",
     help="With --http and a PostgreSQL --db: serve as this replica of several (default: the host name).",
@@ -119,11 +122,13 @@ def serve_cmd(
     replica_id: str | None = None,
     advertise: str | None = None,
     allow_process_sources: bool = False,
+    expose: tuple[str, ...] = (),
 ) -> None:
     """Serve every configured server's tools, resources and prompts as one MCP server.
 
     With --http each toolset of the config is also served at /mcp/NAME (and /sse/NAME with --sse);
-    --toolset NAME serves only that toolset, on every face.
+    --toolset NAME serves only that toolset, on every face; --expose GLOB (repeatable) only what the
+    globs name, without defining a toolset.
 
     With --http the REST API is served beside /mcp at /api (its document at /api/openapi.json),
     under the same rules and tokens, unless --no-api; and the web console at /ui (sign in with a
@@ -151,7 +156,7 @@ def serve_cmd(
         oauth_issuer=oauth_issuer, oauth_resource=oauth_resource, oauth_client_id=oauth_client_id,
         oauth_introspection=oauth_introspection, oauth_introspection_ttl_s=oauth_introspection_ttl,
         oauth_groups_claim=oauth_groups_claim, oauth_allow_private=oauth_allow_private, agents=agents,
-        toolset=toolset, replica_id=replica_id, advertise=advertise, config_path=state().config_path,
+        toolset=toolset, expose=expose, replica_id=replica_id, advertise=advertise, config_path=state().config_path,
     )  # fmt: skip
     prepared = settings.prepare(redact=redact_logs)
     quiet_sdk_tracing()

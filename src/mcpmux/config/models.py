@@ -454,6 +454,17 @@ class TcpServerConfig(NetworkServerConfig):
     type: Literal["tcp"] = "tcp"
     schemes = ("tcp",)
 
+    @field_validator("headers")
+    @classmethod
+    def _no_headers(cls, headers: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        # A line-delimited TCP stream has nowhere to carry them: a bearer token here was silently never sent.
+        if headers:
+            raise ValueError(
+                "a tcp server gets no headers (plain TCP has nowhere to carry them, so a token here would never "
+                "be sent); reach it over http(s):// or ws(s):// to authenticate, or remove headers"
+            )
+        return headers
+
 
 class BuiltinServerConfig(_ServerBase):
     """One of mcpmux's own servers, run in-process."""

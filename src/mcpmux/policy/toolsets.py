@@ -27,7 +27,10 @@ from mcpmux.config.models import Config, DiscoveryConfig, ToolsetConfig
 from mcpmux.errors import ConfigError, ConfigProblem
 from mcpmux.types.models import PromptInfo, ToolInfo
 
-__all__ = ["Toolset", "toolset_named"]
+__all__ = ["EXPOSE_NAME", "Toolset", "toolset_named"]
+
+EXPOSE_NAME = "--expose"
+"""The name of the toolset ``serve --expose`` makes (no configured toolset can have it: names are words)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +50,16 @@ class Toolset:
         discovery = entry.discovery if entry.discovery is not None else default_discovery
         return cls(name, entry.tools, entry.resources, entry.prompts, discovery, entry.description)
 
+    @classmethod
+    def exposing(cls, patterns: tuple[str, ...], discovery: DiscoveryConfig) -> Toolset:
+        """``mcpmux serve --expose GLOB...``: the tools, prompts and resources (``SERVER:URI``) matching them."""
+        return cls(EXPOSE_NAME, patterns, patterns, patterns, discovery, "what --expose names")
+
     @property
     def rule(self) -> str:
         """The rule a refusal names (as the allow/deny rules name theirs)."""
+        if self.name == EXPOSE_NAME:
+            return f"--expose {' '.join(self.tools)} (no pattern matches)"
         return f"toolsets.{self.name} (no pattern matches)"
 
     def has_tool(self, tool: ToolInfo) -> bool:

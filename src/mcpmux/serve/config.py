@@ -90,6 +90,7 @@ class ServeConfig:
     oauth_allow_private: bool = False
     agents: tuple[str, ...] = ()
     toolset: str | None = None
+    expose: tuple[str, ...] = ()
     replica_id: str | None = None
     advertise: str | None = None
     config_path: Path | str | None = None
@@ -110,18 +111,20 @@ class ServeConfig:
             raise UsageError("--oauth-client-id and --oauth-introspection need --oauth-issuer and --oauth-resource")
         if self.oauth_introspection is not None and self.oauth_client_id is None:
             raise UsageError("--oauth-introspection needs --oauth-client-id (the client allowed to introspect)")
+        if self.expose and (self.toolset is not None or self.agents):
+            raise UsageError("--expose serves its own subset: not with --toolset or --agent")
         if self.allow_process_sources and not self.serves_api:
             raise UsageError("--allow-process-sources needs --http and the REST API (not --no-api or --agent)")
 
     @property
     def serves_api(self) -> bool:
-        """The REST API at /api: with --http, unless --no-api or --agent (it would show every tool)."""
-        return self.http is not None and self.api and not self.agents
+        """The REST API at /api: with --http, unless --no-api, --agent or --expose (it would show every tool)."""
+        return self.http is not None and self.api and not self.agents and not self.expose
 
     @property
     def serves_ui(self) -> bool:
-        """The console at /ui: with --http, unless --no-ui or --agent (it would show every tool)."""
-        return self.http is not None and self.ui and not self.agents
+        """The console at /ui: with --http, unless --no-ui, --agent or --expose (it would show every tool)."""
+        return self.http is not None and self.ui and not self.agents and not self.expose
 
     def prepare(self, *, redact: Callable[[frozenset[str]], None] = lambda _secrets: None) -> Prepared:
         """Check, load the configuration (once), open the state store and build the faces' options.
@@ -185,6 +188,7 @@ class ServeConfig:
                 drain_timeout_s=self.drain_timeout_s,
                 agents=self.agents,
                 toolset=self.toolset,
+                expose=self.expose,
                 replica=replica,
             )
         except BaseException:

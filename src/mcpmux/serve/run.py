@@ -85,6 +85,8 @@ class ServeOptions:
     toolset: str | None = None
     """Serve only this toolset on every face (``--toolset``); ``None``: everything, and over HTTP
     each configured toolset at ``/mcp/NAME``."""
+    expose: tuple[str, ...] = ()
+    """Serve only the tools, prompts and resources whose canonical names match these globs (``--expose``)."""
     replica: ReplicaOptions | None = None
     """Serve as one replica of several on a shared PostgreSQL (:mod:`mcpmux.serve.cluster`)."""
 
@@ -186,6 +188,8 @@ async def _serve(
         if options.http is not None:
             options = replace(options, http=_with_apps(host, options, downstream, cluster))
         only = toolset_named(config, options.toolset) if options.toolset is not None else None
+        if options.expose:
+            only = Toolset.exposing(options.expose, config.discovery)
         toolsets: dict[str, Gateway] = {}
         if only is None and options.http is not None and not options.agents:  # --agent: its tools alone
             for name in config.toolsets:
@@ -395,7 +399,9 @@ async def _serve_faces(
             started = http_tg.start(partial(serve_http, toolsets=toolsets), gateway, options.http, http_stop)
             port = await _listen("--http", where, started)
             base = f"http://{_host(options.http.host)}:{port}"
-            announce(f"serving {base}/mcp" + (f" (toolset {options.toolset})" if options.toolset else ""))
+            subset = f" (toolset {options.toolset})" if options.toolset else ""
+            subset = f" (exposing {' '.join(options.expose)})" if options.expose else subset
+            announce(f"serving {base}/mcp{subset}")
             for name in toolsets:
                 announce(f"serving toolset {name} at {base}/mcp/{name}")
         async with anyio.create_task_group() as streams:
