@@ -10,11 +10,11 @@ import anyio
 import anyio.lowlevel
 import mcp_types as types
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from mcpmux import Host
 from mcpmux.config.models import Config, SecurityConfig
-from mcpmux.errors import ConfigError, ToolDenied, UsageError
+from mcpmux.errors import ConfigError, InvalidArguments, ToolDenied, UsageError
 from mcpmux.policy import StateStore
 
 pytestmark = pytest.mark.anyio
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 class Order(BaseModel):
     """An order to price."""
 
-    item: str
+    item: str = Field(description="what is ordered")
     quantity: int = 1
 
 
@@ -46,6 +46,11 @@ async def price(order: Order) -> Price:
     """Price an order (async, a pydantic model in and out)."""
     await anyio.lowlevel.checkpoint()
     return Price(item=order.item, total=2.5 * order.quantity)
+
+
+def price_noted(order: Order, note: str) -> Price:
+    """Price an order with a note (a model beside another parameter)."""
+    return Price(item=f"{order.item} ({note})", total=2.5 * order.quantity)
 
 
 def delete_everything(confirm: bool) -> str:
@@ -79,9 +84,22 @@ async def test_functions_join_a_started_host_with_schemas_from_hints_and_docstri
             assert schema["properties"]["b"]["default"] == 1 and schema["required"] == ["a"]
             assert tools["python:add"].description == "Add two numbers."
             assert text(await host.call_tool("python:add", {"a": 2, "b": 3})) == "5"
-            priced = await host.call_tool("python:price", {"order": {"item": "tea", "quantity": 4}})
+            # One pydantic model as the only parameter: its fields are the tool's arguments.
+            flat = tools["python:price"].input_schema
+            assert set(flat["properties"]) == {"item", "quantity"} and flat["required"] == ["item"]
+            assert flat["properties"]["quantity"]["default"] == 1
+            assert flat["properties"]["item"]["description"] == "what is ordered"
+            priced = await host.call_tool("python:price", {"item": "tea", "quantity": 4})
             assert priced.structured_content == {"item": "tea", "total": 10.0}
             assert tools["python:price"].output_schema is not None
+            with pytest.raises(InvalidArguments, match="argument 'quantity'"):
+                await host.call_tool("python:price", {"item": "tea", "quantity": "many"})
+            # Beside other parameters, a model stays nested under its parameter's name.
+            await host.add_tools([price_noted], server="more")
+            nested = next(t for t in host.tools() if t.name == "more:price_noted").input_schema
+            assert set(nested["properties"]) == {"order", "note"}
+            noted = await host.call_tool("more:price_noted", {"order": {"item": "tea"}, "note": "rush"})
+            assert noted.structured_content == {"item": "tea (rush)", "total": 2.5}
 
 
 async def test_functions_added_before_start_start_with_the_host(store: StateStore) -> None:
@@ -163,7 +181,7 @@ async def test_functions_are_served_by_the_gateway_over_http_to_an_sdk_client_un
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert names == {"python__add", "python__price", "python__broken"}
                 assert text(await client.call_tool("python__add", {"a": 40, "b": 2})) == "42"
-                priced = await client.call_tool("python__price", {"order": {"item": "tea"}})
+                priced = await client.call_tool("python__price", {"item": "tea"})
                 assert priced.structured_content == {"item": "tea", "total": 2.5}
                 failed = await client.call_tool("python__broken", {"reason": "x"})
                 assert failed.is_error and "RuntimeError: the ledger is locked: x" in text(failed)

@@ -18,9 +18,10 @@ The SDK's ``MCPServer.add_tool`` builds the input schema from the type hints (py
 (text, content blocks, or ``structuredContent`` with an ``outputSchema`` for typed returns). What
 it leaves out is the ``Args:`` section of a Google-style docstring: here each documented parameter
 gets its text as the schema's ``description`` (unless an ``Annotated`` one is given), and the tool's
-description is the docstring without that section. An exception in a function becomes a tool
-error (``isError``) that carries its type and message (the SDK alone would hide the message, as
-befits a peer's code; these functions are the host program's own).
+description is the docstring without that section. A function whose only parameter is a pydantic model
+takes the model's fields as its arguments (flattened, as a caller expects of ``create_order(order)``).
+An exception in a function becomes a tool error (``isError``) that carries its type and message (the SDK
+alone would hide the message, as befits a peer's code; these functions are the host program's own).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Annotated, Any, get_origin
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from mcpmux.canonical_names import is_valid_server_name
 from mcpmux.errors import UsageError
@@ -111,6 +112,50 @@ def _described(fn: Callable[..., Any], params: dict[str, str]) -> Callable[..., 
     return wrapper
 
 
+def _flattened(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(order: Order)``, one pydantic model as its only parameter, as a tool whose arguments are the
+    model's fields (``{"sku": ..., "qty": ...}``, not ``{"order": {...}}``): the model is built from them
+    for each call, so its validation and defaults apply. Any other function is returned as it is (with
+    several parameters, a model among them stays nested under its parameter's name)."""
+    signature = inspect.signature(fn, eval_str=True)
+    parameters = list(signature.parameters.values())
+    if len(parameters) != 1:
+        return fn
+    only = parameters[0]
+    model = only.annotation
+    if not (isinstance(model, type) and issubclass(model, BaseModel)) or only.kind is inspect.Parameter.VAR_KEYWORD:
+        return fn
+    fields = []
+    for field_name, info in model.model_fields.items():
+        default = inspect.Parameter.empty if info.is_required() else info.get_default(call_default_factory=True)
+        annotation = (
+            info.annotation
+            if info.description is None
+            else Annotated[info.annotation, Field(description=info.description)]
+        )
+        fields.append(
+            inspect.Parameter(field_name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        )
+
+    def build(arguments: dict[str, Any]) -> Any:
+        return model.model_validate(arguments, by_name=True)
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def wrapper(**arguments: Any) -> Any:
+            return await fn(build(arguments))
+
+    else:
+
+        @functools.wraps(fn)
+        def wrapper(**arguments: Any) -> Any:
+            return fn(build(arguments))
+
+    wrapper.__signature__ = signature.replace(parameters=fields)  # type: ignore[attr-defined]
+    return wrapper
+
+
 def _tool_error(exc: Exception) -> ToolError:
     # The SDK keeps a crash's text on the server (right for a peer's code); these are the host
     # program's own functions, whose messages are written for their callers.
@@ -136,5 +181,5 @@ def function_server(functions: Sequence[Callable[..., Any]], *, name: str) -> MC
             raise UsageError(f"two functions are called {tool!r}", hint="rename one of them")
         seen.add(tool)
         description, params = parse_docstring(fn.__doc__)
-        server.add_tool(_described(fn, params), name=tool, description=description or None)
+        server.add_tool(_described(_flattened(fn), params), name=tool, description=description or None)
     return server
