@@ -142,8 +142,9 @@ class Host(Guard):
             await host.add_tools([add, search_orders])   # now "python:add", "python:search_orders"
 
         Schemas come from type hints (pydantic models too; a model as the only parameter is flattened to
-        its fields) and the docstring (its ``Args:`` give the parameters' descriptions); sync and async functions both work; results become content or
-        ``structuredContent``; an exception becomes a tool error (see :mod:`mcpmux.servers.functions`).
+        its fields) and the docstring (its ``Args:`` give the parameters' descriptions); sync and async
+        functions both work; results become content or ``structuredContent``; an exception becomes a
+        tool error (see :mod:`mcpmux.servers.functions`).
         The tools are the host's like any other: listed and called through every face, under the
         rules, approval and audit (they are code of this program, so they are not pinned). Before
         :meth:`start` they start with the host; after it, at once.
