@@ -244,10 +244,8 @@ class TestSecretValues:
 
 
 def test_a_header_on_a_tcp_server_is_refused_not_silently_dropped(tmp_path: Path) -> None:
-    path = write(
-        tmp_path / "c.yaml",
-        'mcp:\n  servers:\n    - {name: t, type: tcp, url: "tcp://127.0.0.1:9", headers: {Authorization: "Bearer x"}}\n',
-    )
+    entry = '{name: t, type: tcp, url: "tcp://127.0.0.1:9", headers: {Authorization: "Bearer x"}}'
+    path = write(tmp_path / "c.yaml", f"mcp:\n  servers:\n    - {entry}\n")
     with pytest.raises(ConfigError, match=r"mcp\.servers\[0\] \(t\)\.headers: a tcp server gets no headers"):
         load_file(path)
     write(path, 'mcp:\n  servers:\n    - {name: t, type: tcp, url: "tcp://127.0.0.1:9"}\n')
