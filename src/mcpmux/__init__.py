@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         Config as Config,
         ServerConfig as ServerConfig,
         Settings as Settings,
+        TransportType as TransportType,
         load_config as load_config,
     )
     from mcpmux.connection import (

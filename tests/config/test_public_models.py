@@ -36,3 +36,17 @@ def test_a_single_path_or_pattern_is_a_one_item_list() -> None:
     assert SandboxConfig.model_validate({"filesystem": "/srv/data", "writable": "/tmp"}).filesystem == ("/srv/data",)
     security = SecurityConfig.model_validate({"allowed_tools": "fs:read_*", "denied_tools": "fs:rm"})
     assert (security.allowed_tools, security.denied_tools) == (("fs:read_*",), ("fs:rm",))
+
+
+def test_transport_type_names_every_kind_of_entry_and_is_its_string() -> None:
+    from typing import get_args
+
+    from mcpmux import TransportType
+    from mcpmux.config.models import _AnyServerConfig
+
+    union = get_args(get_args(_AnyServerConfig)[0])
+    assert {model.model_fields["type"].default for model in union} == {t.value for t in TransportType}
+    built = mcpmux.ServerConfig(name="gh", type=TransportType.HTTP, url="https://example.com/mcp")
+    assert type(built).__name__ == "StreamableHttpServerConfig"
+    assert TransportType(built.type) is TransportType.HTTP and built.type == "http"
+    assert TransportType("tcp") is TransportType.TCP

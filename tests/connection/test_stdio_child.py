@@ -115,3 +115,23 @@ async def test_a_flood_of_log_notifications_neither_starves_the_answer_nor_piles
             assert started <= MAX_NOTIFICATIONS_IN_FLIGHT
             assert conn.notifications_dropped >= count - MAX_NOTIFICATIONS_IN_FLIGHT
             release.set()
+
+
+async def test_methods_mcpmux_does_not_wrap_go_through_request_and_notify_in_order() -> None:
+    import sys
+    from pathlib import Path
+
+    from mcpmux.errors import ServerError
+
+    tiny = Path(__file__).parents[1] / "fixtures" / "tiny_server.py"
+    server = StdioServerConfig(name="tiny", command=sys.executable, args=("-S", "-E", str(tiny)))
+    with anyio.fail_after(30):
+        async with Connection(server, Settings()) as conn:
+            assert await conn.request("ping") == {"resultType": "complete"}  # as every result reads on its way in
+            await conn.notify("notifications/tiny/remember", {"n": 1})
+            await conn.notify("notifications/tiny/remember", {"n": 2})
+            recalled = await conn.request("tiny/recall")
+            assert recalled["remembered"] == [{"n": 1}, {"n": 2}]
+            with pytest.raises(ServerError, match="method not found: x/unknown") as caught:
+                await conn.request("x/unknown", {"a": 1})
+            assert caught.value.code == -32601

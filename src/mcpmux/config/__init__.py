@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         StdioServerConfig as StdioServerConfig,
         StreamableHttpServerConfig as StreamableHttpServerConfig,
         TcpServerConfig as TcpServerConfig,
+        TransportType as TransportType,
         WebSocketServerConfig as WebSocketServerConfig,
     )
     from mcpmux.config.paths import (

@@ -7,6 +7,7 @@ interpolation are already expanded here; env and header values are :class:`Secre
 
 from __future__ import annotations
 
+import enum
 import fnmatch
 import functools
 import re
@@ -63,6 +64,7 @@ __all__ = [
     "TcpServerConfig",
     "ToolsetConfig",
     "ToolsetsSection",
+    "TransportType",
     "WebSocketServerConfig",
     "declared_for",
 ]
@@ -70,6 +72,23 @@ __all__ = [
 DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_CONNECT_TIMEOUT_MS = 30_000
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+class TransportType(enum.StrEnum):
+    """The ``type`` of a server entry, for code that prefers names to strings.
+
+    A member is its string (``TransportType.HTTP == "http"``), so the config, every model and
+    ``ServerConfig(type=...)`` take either; ``TransportType(entry.type)`` names an entry's.
+    """
+
+    STDIO = "stdio"
+    SSE = "sse"
+    HTTP = "http"
+    WEBSOCKET = "websocket"
+    TCP = "tcp"
+    BUILTIN = "builtin"
+    OPENAPI = "openapi"
+
 
 ProtocolChoice = Literal["auto", "2025-11-25", "2026-07-28"]
 PinningMode = Literal["off", "tofu", "strict"]

@@ -360,6 +360,36 @@ class Connection:
         except FOREIGN_ERRORS as exc:
             raise self._evidence.mapped(method, exc, limit, statuses) from exc
 
+    async def request(
+        self, method: str, params: JSONObject | None = None, *, timeout: float | None = None
+    ) -> JSONObject:
+        """Send any request, typed methods or not (an extension's ``x/method``, ``ping``), and return the
+        server's raw ``result`` (with ``resultType``, ``complete`` unless the server said otherwise): what
+        mcpmux does not wrap, under the connection's deadline and errors.
+
+        Raises:
+            MCPTimeoutError: the deadline passed (``notifications/cancelled`` was sent).
+            ServerError: the server answered with a JSON-RPC error (``code``/``data`` kept).
+            ServerExited, ConnectionClosed: the transport ended while waiting.
+        """
+        dispatcher = self._live_dispatcher()
+        return await self.call(method, timeout, lambda _session: dispatcher.send_raw_request(method, params))
+
+    async def notify(self, method: str, params: JSONObject | None = None) -> None:
+        """Send any notification (``notifications/...``), in order with the requests sent before and after.
+
+        Raises:
+            ServerExited, ConnectionClosed: the transport has ended.
+        """
+        dispatcher = self._live_dispatcher()
+        await self.call(method, None, lambda _session: dispatcher.notify(method, params))
+
+    def _live_dispatcher(self) -> WatchedDispatcher:
+        self._live_session()
+        if self._dispatcher is None:
+            raise self._evidence.lost("before the session was ready")
+        return self._dispatcher
+
     def _live_session(self) -> ClientSession:
         if self._session is None:
             raise self._evidence.lost("before the session was ready")
