@@ -20,7 +20,7 @@ from mcpmux.config.models import (
     StreamableHttpServerConfig,
 )
 from mcpmux.connection import ClientCallbacks
-from mcpmux.errors import ToolNotFound
+from mcpmux.errors import ConfigError, ToolNotFound, UsageError
 from mcpmux.manager import Manager, ServerState, StateChanged
 from mcpmux.provider_names import NameTable, get_profile
 from tests.peers.fixtures import PeerServer, stdio_command
@@ -184,6 +184,22 @@ async def test_the_seed_shapes_mcpmanager_and_mcpclient_work_on_real_servers() -
             assert read.contents
         finally:
             await client.close()
+        # The dolphin-style shape: the server's command line as keywords, start()/stop(), or async with.
+        command, args = stdio_command("everything")
+        keyworded = MCPClient(server_name="ev", command=command, args=args, env={"FIELD": "x"})
+        await keyworded.start()
+        try:
+            assert text(await keyworded.call_tool("echo", {"message": "y"})) == "Echo: y"
+        finally:
+            await keyworded.stop()
+        async with MCPClient(server_name="ev2", command=command, args=args) as scoped:
+            assert "echo" in [t.name for t in await scoped.list_tools()]
+    with pytest.raises(UsageError, match="needs a server"):
+        MCPClient()
+    with pytest.raises(UsageError, match="not both"):
+        MCPClient(stdio_peer("ev", "everything"), server_name="ev")
+    with pytest.raises(ConfigError):
+        MCPClient(server_name="Bad Name!", command="x")
 
 
 async def test_the_global_sandbox_applies_to_every_stdio_server() -> None:

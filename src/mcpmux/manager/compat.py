@@ -7,12 +7,14 @@ dict-shaped tool listings; ``MCPClient`` is one :class:`Connection`. ``start``/`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import mcp_types as types
 
 from mcpmux.config.models import Config, ServerConfig, Settings
 from mcpmux.connection import Connection
+from mcpmux.errors import UsageError
 from mcpmux.manager.manager import Manager
 from mcpmux.types.json_shapes import JSONObject
 
@@ -46,9 +48,40 @@ class MCPManager:
 
 
 class MCPClient:
-    """One server: ``await c.connect()``, ``await c.list_tools()``, ``await c.call_tool(name, args)``."""
+    """One server: ``await c.connect()``, ``await c.list_tools()``, ``await c.call_tool(name, args)``.
 
-    def __init__(self, config: ServerConfig, settings: Settings | None = None) -> None:
+    Given a config entry, or the command line of a stdio server as keywords::
+
+        client = MCPClient(server_name="time", command="uvx", args=["mcp-server-time"], env={"TZ": "UTC"})
+        await client.start()                 # or connect(); stop() or close() ends it
+        async with MCPClient(server_name="time", command="uvx", args=["mcp-server-time"]) as client: ...
+
+    Raises:
+        UsageError: both a config and keywords, or neither.
+        ConfigError: the keywords do not make a valid server entry.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        settings: Settings | None = None,
+        *,
+        server_name: str | None = None,
+        command: str | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        keywords = server_name is not None or command is not None or bool(args) or env is not None
+        if config is None and not keywords:
+            raise UsageError("MCPClient needs a server: a config entry, or server_name= and command=")
+        if config is not None and keywords:
+            raise UsageError("MCPClient takes a config entry or server_name=/command=/args=/env=, not both")
+        if config is None:
+            if server_name is None or command is None:
+                raise UsageError("MCPClient(server_name=..., command=...) needs both")
+            entry = {"name": server_name, "command": command, "args": list(args), "env": dict(env or {})}
+            # ServerConfig(...) validates and raises ConfigError (type checkers see only the union).
+            config = cast(Any, ServerConfig)(**entry)
         self.connection = Connection(config, settings or Settings())
 
     async def connect(self) -> None:
@@ -58,6 +91,21 @@ class MCPClient:
     async def close(self) -> None:
         """Close the session (stopping a child process)."""
         await self.connection.close()
+
+    async def start(self) -> None:
+        """The same as :meth:`connect`."""
+        await self.connect()
+
+    async def stop(self) -> None:
+        """The same as :meth:`close`."""
+        await self.close()
+
+    async def __aenter__(self) -> MCPClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool of the server (all pages)."""
