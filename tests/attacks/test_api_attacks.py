@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -349,3 +350,62 @@ def test_a_fifo_named_as_a_document_is_refused_without_blocking(tmp_path: Path) 
         read_spec_file(tmp_path)  # a directory
     with pytest.raises(SpecError, match="not a regular file"):
         read_spec_file(Path("/dev/zero"))  # a device that never ends
+
+
+BODY = "internal-page-body-5521"
+
+
+@contextmanager
+def _answers_500_with_a_body() -> Iterator[str]:
+    """A loopback HTTP service whose every answer is a 500 with a private-looking body."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            payload = f"<html>{BODY}</html>".encode()
+            self.send_response(500)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = do_DELETE = _answer
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(30)
+
+
+def test_a_read_token_sees_a_servers_failure_but_not_the_body_its_upstream_answered(tmp_path: Path) -> None:
+    """Issue 43 item 6: a loopback service's answer body reached a read token through /api/servers."""
+    from mcpmux.config.models import StreamableHttpServerConfig
+
+    with _answers_500_with_a_body() as url:
+        inner = StreamableHttpServerConfig(name="inner", url=url, retry_attempts=0)
+        config = Config(servers=(inner,), security=SecurityConfig(pinning="off"))
+        with api(tmp_path, config=config) as (client, store):
+            tokens = TokenStore(store)
+            reader = {"Authorization": f"Bearer {tokens.create('viewer', scopes=('read',))}"}
+            admin = {"Authorization": f"Bearer {tokens.create('boss', scopes=('admin',))}"}
+            seen = {s["name"]: s for s in client.get("/api/servers", headers=reader).json()}
+            for _ in range(200):  # the first connect fails within moments; bounded
+                if seen["inner"]["state"] == "failed":
+                    break
+                time.sleep(0.05)
+                seen = {s["name"]: s for s in client.get("/api/servers", headers=reader).json()}
+            assert seen["inner"]["state"] == "failed", seen
+            assert "HTTP 500 from" in seen["inner"]["reason"] and BODY not in seen["inner"]["reason"], seen
+            assert "shown with the admin scope" in seen["inner"]["reason"]
+            full = {s["name"]: s for s in client.get("/api/servers", headers=admin).json()}
+            assert BODY in full["inner"]["reason"]

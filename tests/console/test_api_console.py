@@ -60,3 +60,50 @@ def test_no_ui_serves_only_the_api(tmp_path: Path) -> None:
     with api(tmp_path, "--no-ui") as (base, stderr), httpx.Client(base_url=base, timeout=30) as client:
         assert client.get("/ui/login").status_code == 404
         assert "console key" not in stderr.read_text()
+
+
+@pytest.mark.slow
+def test_a_read_session_sees_a_servers_failure_but_not_the_body_its_upstream_answered(tmp_path: Path) -> None:
+    """Issue 43 item 6, on the console: the server pages show an upstream's answer body to admin only."""
+    import json
+
+    from tests.attacks.test_api_attacks import BODY, _answers_500_with_a_body
+
+    with _answers_500_with_a_body() as url:
+        config = tmp_path / "inner.json"
+        inner = {"name": "inner", "type": "http", "url": url, "retry_attempts": 0}
+        config.write_text(json.dumps({"mcp": {"servers": [inner], "security": {"pinning": "off"}}}))
+        env = isolated_env(tmp_path)
+        secrets = {}
+        for name, scope in (("viewer", "read"), ("boss", "admin")):
+            made = subprocess.run(
+                [MCPMUX, "--config", str(config), "token", "create", name, "--scope", scope, "--json"],
+                env=env, capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert made.returncode == 0, made.stderr
+            secrets[scope] = json.loads(made.stdout)["token"]
+        stderr = tmp_path / "api.stderr"
+        with stderr.open("wb") as log:
+            process = subprocess.Popen(
+                [MCPMUX, "--config", str(config), "api", "--http", "127.0.0.1:0"], env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+            )  # fmt: skip
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not (found := re.search(r"serving (http://[^/\s]+)/api", stderr.read_text())):
+                assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
+                time.sleep(0.05)
+            base = found.group(1)
+            pages = {}
+            for scope, secret in secrets.items():
+                with httpx.Client(base_url=base, timeout=30) as client:
+                    login = client.post("/ui/login", data={"secret": secret}, headers={"Origin": base})
+                    assert login.status_code == 303, login.text
+                    while "HTTP 500 from" not in (page := client.get("/ui/servers/inner")).text:
+                        assert time.monotonic() < deadline + START_TIMEOUT_S, page.text
+                        time.sleep(0.2)
+                    pages[scope] = page.text + client.get("/ui/servers").text
+            assert BODY not in pages["read"] and "shown with the admin scope" in pages["read"]
+            assert BODY in pages["admin"]
+        finally:
+            stop_process_group(process)

@@ -36,6 +36,7 @@ from mcpmux.web.oauth_resource import API_SCOPE_PREFIX, ExternalTokenInfo
 from mcpmux.web.problems import ApiProblem, install
 from mcpmux.web.security import CALLER, Gatekeeper
 from mcpmux.web.tokens import TokenInfo, grants
+from mcpmux.web.withheld import for_readers
 
 __all__ = ["API_PREFIX", "Caller", "create_app", "register_source"]
 
@@ -208,8 +209,9 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
 
     @router.get("/servers", response_model=list[ServerState])
     async def servers(who: reader) -> list[dict[str, Any]]:
-        """Every server's state and the reason for it."""
-        return [_server_state(s) for s in runtime_of().guard.status()]
+        """Every server's state and the reason for it (an upstream's answer body only for the admin scope)."""
+        shown = (lambda s: s) if grants(who.scopes, "admin") else for_readers
+        return [_server_state(shown(s)) for s in runtime_of().guard.status()]
 
     @router.post("/servers/{name}/{action}", response_model=ServerState)
     async def server_action(name: str, action: ServerAction, who: admin) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from mcpmux.policy.scanner import scan_tool
 from mcpmux.processes.usage import process_usage
 from mcpmux.types import ServerState
 from mcpmux.web.problems import ApiProblem
+from mcpmux.web.withheld import for_readers
 
 __all__ = ["ROUTES"]
 
@@ -130,9 +131,14 @@ def _server_view(ctx: ConsoleContext, status: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _shown(session: Session, status: Any) -> Any:
+    """A server's status as this viewer may see it: an upstream's answer body only with the admin scope."""
+    return status if session.can("admin") else for_readers(status)
+
+
 @page("read")
 async def servers(ctx: ConsoleContext, request: Request, session: Session) -> Response:
-    views = [_server_view(ctx, s) for s in ctx.guard.status()]
+    views = [_server_view(ctx, _shown(session, s)) for s in ctx.guard.status()]
     return ctx.render(request, session, "servers.html", servers=views, title="Servers")
 
 
@@ -142,7 +148,7 @@ async def server(ctx: ConsoleContext, request: Request, session: Session) -> Res
     status = next((s for s in ctx.guard.status() if s.name == name), None)
     if status is None:
         raise NotFound("server", name, [])
-    view = _server_view(ctx, status)
+    view = _server_view(ctx, _shown(session, status))
     tail = ctx.guard.stderr_tail(name)
     return ctx.render(request, session, "server.html", server=view, stderr=tail, title=f"Server {name}")
 
