@@ -21,7 +21,7 @@ from mcpmux.policy import StateStore
 from mcpmux.sources import SourceRegistry
 from mcpmux.sources.models import SourceSpec
 from mcpmux.web.tokens import TokenStore
-from tests.peers.fixtures import free_port
+from tests.peers.fixtures import free_port, http_thread
 from tests.sources.conftest import KEY
 
 SECRET = "never-show-this-secret-77"
@@ -359,7 +359,6 @@ BODY = "internal-page-body-5521"
 def _answers_500_with_a_body() -> Iterator[str]:
     """A loopback HTTP service whose every answer is a 500 with a private-looking body."""
     import http.server
-    import threading
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def _answer(self) -> None:
@@ -376,15 +375,8 @@ def _answers_500_with_a_body() -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(30)
+    with http_thread(Handler) as port:
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 def test_a_read_token_sees_a_servers_failure_but_not_the_body_its_upstream_answered(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import http.server
 import json
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from tests import forkserver
 from tests.conftest import stop_stray_daemon
 from tests.gateway.serving import isolated_env
+from tests.peers.fixtures import http_thread
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.network]
 
@@ -55,15 +55,8 @@ def listener() -> Iterator[Listener]:
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Listener(f"http://127.0.0.1:{server.server_address[1]}/mcp", heard)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(WAIT_S)
+    with http_thread(Handler) as port:
+        yield Listener(f"http://127.0.0.1:{port}/mcp", heard)
 
 
 @dataclass

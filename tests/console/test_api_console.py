@@ -22,8 +22,8 @@ START_TIMEOUT_S = 30.0
 
 
 @contextmanager
-def api(root: Path, *args: str) -> Iterator[tuple[str, Path]]:
-    config = write_console_config(root, ("everything",))
+def api(root: Path, *args: str, config: Path | None = None) -> Iterator[tuple[str, Path]]:
+    config = config or write_console_config(root, ("everything",))
     stderr = root / "api.stderr"
     with stderr.open("wb") as log:
         process = subprocess.Popen(
@@ -82,28 +82,16 @@ def test_a_read_session_sees_a_servers_failure_but_not_the_body_its_upstream_ans
             )  # fmt: skip
             assert made.returncode == 0, made.stderr
             secrets[scope] = json.loads(made.stdout)["token"]
-        stderr = tmp_path / "api.stderr"
-        with stderr.open("wb") as log:
-            process = subprocess.Popen(
-                [MCPMUX, "--config", str(config), "api", "--http", "127.0.0.1:0"], env=env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
-            )  # fmt: skip
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while not (found := re.search(r"serving (http://[^/\s]+)/api", stderr.read_text())):
-                assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
-                time.sleep(0.05)
-            base = found.group(1)
-            pages = {}
+        pages = {}
+        with api(tmp_path, config=config) as (base, _stderr):
+            deadline = time.monotonic() + 2 * START_TIMEOUT_S
             for scope, secret in secrets.items():
                 with httpx.Client(base_url=base, timeout=30) as client:
                     login = client.post("/ui/login", data={"secret": secret}, headers={"Origin": base})
                     assert login.status_code == 303, login.text
                     while "HTTP 500 from" not in (page := client.get("/ui/servers/inner")).text:
-                        assert time.monotonic() < deadline + START_TIMEOUT_S, page.text
+                        assert time.monotonic() < deadline, page.text
                         time.sleep(0.2)
                     pages[scope] = page.text + client.get("/ui/servers").text
-            assert BODY not in pages["read"] and "shown with the admin scope" in pages["read"]
-            assert BODY in pages["admin"]
-        finally:
-            stop_process_group(process)
+        assert BODY not in pages["read"] and "shown with the admin scope" in pages["read"]
+        assert BODY in pages["admin"]

@@ -102,7 +102,7 @@ class NotificationGate:
     lines before a result were 100,000 tasks to run (and hold in memory) first. The gate admits a
     floodable notification while fewer than :data:`MAX_NOTIFICATIONS_IN_FLIGHT` are being handled
     and drops the rest, counting them per method (``dropped``) and saying so in the log (the first
-    drop of a burst, then every 10,000th).
+    drop, then every 10,000th).
     """
 
     def __init__(self, server: str, limit: int = MAX_NOTIFICATIONS_IN_FLIGHT) -> None:
