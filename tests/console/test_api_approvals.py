@@ -185,3 +185,36 @@ def test_without_the_console_the_rest_call_is_refused_at_once(tmp_path: Path) ->
         with httpx.Client(base_url=base, timeout=WAIT_S) as client:
             response = client.post("/api/tools/execute", json=CALL, headers=headers)
     assert response.status_code == 403 and "no one can be asked" in response.json()["detail"], response.text
+
+
+def test_a_rest_caller_that_disconnects_withdraws_its_waiting_call(tmp_path: Path) -> None:
+    """Issue 43 item 5: the held call stayed in the queue after its caller left, approvable for nobody."""
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    with api(tmp_path) as (base, tokens), signed_in(base, tokens["admin"]) as console:
+        where = urlsplit(base)
+        body = json.dumps(CALL).encode()
+        head = (
+            f"POST /api/tools/execute HTTP/1.1\r\nHost: {where.netloc}\r\nAuthorization: Bearer {tokens['agent']}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        caller = socket.create_connection((where.hostname, where.port), timeout=WAIT_S)
+        try:
+            caller.sendall(head.encode() + body)
+            held, html = _held(console)  # the call waits for a person
+        finally:
+            caller.close()  # and its caller goes away
+        deadline = time.monotonic() + WAIT_S
+        while f'data-held="{held}"' in (html := console.get("/ui/approvals").text):
+            assert time.monotonic() < deadline, "the call of a caller that left stayed in the queue"
+            time.sleep(0.1)
+        csrf = re.search(r'name="csrf" value="([^"]+)"', html)
+        assert csrf is not None
+        late = console.post(f"/ui/approvals/{held}", data={"csrf": csrf.group(1), "decision": "yes"},
+                            headers={"Origin": base})  # fmt: skip
+        assert late.status_code == 400 and "no held call named" in late.text, late.text  # nothing to approve
+        admin = {"Authorization": f"Bearer {tokens['admin']}"}
+        audit = console.get("/api/audit", params={"limit": 5}, headers=admin).json()
+        assert not any(row.get("outcome") == "ok" for row in audit), audit  # the tool never ran

@@ -9,8 +9,8 @@ loopback bind with no token made), and then may do everything, like the person a
 # No ``from __future__ import annotations`` here: FastAPI reads the route functions' annotations at
 # run time, and the ``Annotated`` dependency aliases are locals of create_app.
 import time
-from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from fastapi import Depends, FastAPI, Query, Request, Response
@@ -64,6 +64,9 @@ class Caller:
         if not self.name:
             return "local"
         return GroupedCaller(f"token:{self.name}", self.groups) if self.groups else f"token:{self.name}"
+
+
+_T = TypeVar("_T")
 
 
 def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifespan: Any = None) -> FastAPI:
@@ -195,10 +198,16 @@ def create_app(runtime_of: Callable[[], ApiRuntime], gate: Gatekeeper, *, lifesp
         raise NotFound("tool", tool_id, [t.tool_id for t in found][:3])
 
     @router.post("/tools/execute", response_model=ExecuteResult)
-    async def execute(body: ExecuteRequest, who: executor) -> dict[str, Any]:
-        """Call a tool through the guard (allow/deny, pins, approval, audit naming the token)."""
+    async def execute(body: ExecuteRequest, who: executor, request: Request) -> Any:
+        """Call a tool through the guard (allow/deny, pins, approval, audit naming the token).
+
+        A caller that disconnects while its call waits (for a person's approval, or the tool) withdraws
+        it: the wait ends, a held approval leaves the queue (it cannot be approved for nobody later).
+        """
         rt = runtime_of()
-        result = await rt.guard.call_tool(body.tool_id, body.arguments, caller=who.audit_name)
+        result = await _unless_gone(request, rt.guard.call_tool(body.tool_id, body.arguments, caller=who.audit_name))
+        if result is None:
+            return Response(status_code=499)  # "client closed request": nobody reads it
         content = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
         return {
             "success": not result.is_error,
@@ -261,6 +270,34 @@ def _offline_docs(app: FastAPI) -> None:
             swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
         )  # fmt: skip
+
+
+async def _unless_gone(request: Request, call: Awaitable[_T]) -> _T | None:
+    """``call``'s result, or ``None`` once the HTTP client has disconnected (``call`` is then cancelled).
+
+    An error of ``call`` is raised as it is (not wrapped in the task group's exception group).
+    """
+    outcome: list[_T] = []
+    failure: Exception | None = None
+    gone = anyio.CancelScope()
+
+    async def watch() -> None:
+        # The body is read: the next message the server gives is the client's disconnect.
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        gone.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        with gone:
+            try:
+                outcome.append(await call)
+            except Exception as exc:  # noqa: BLE001 - raised below as it is, outside the task group
+                failure = exc
+        group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return outcome[0] if outcome else None
 
 
 def _server_state(status: Any) -> dict[str, Any]:

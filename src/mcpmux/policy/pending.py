@@ -128,15 +128,22 @@ class PendingApprovals:
         held = HeldApproval(secrets.token_urlsafe(ID_BYTES), request, arguments, now, now + self.timeout_s)
         self._held[held.id] = held
         logger.info("%s (caller %s) waits for a person's approval", request.name, request.caller or "unknown")
+        withdrawn = False
         try:
             if self.board is not None:
                 await anyio.to_thread.run_sync(self.board.post, held)
             self._notify("held")
             with anyio.move_on_after(self.timeout_s):
                 await self._wait(held)
+        except anyio.get_cancelled_exc_class():
+            withdrawn = True  # the caller went away (a REST client disconnected, a deadline): nothing to approve
+            raise
         finally:
             self._held.pop(held.id, None)
-            if held.answer is None:
+            if held.answer is None and withdrawn:
+                held.answer, held.answered_by = Answer.NO, "withdrawn"
+                logger.info("%s: its caller went away; withdrawn from the queue", request.name)
+            elif held.answer is None:
                 held.answer, held.answered_by = Answer.NO, "timeout"
                 logger.info("%s: no one answered in %.0f s; denied", request.name, self.timeout_s)
             if self.board is not None:
